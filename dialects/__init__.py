@@ -1,0 +1,4 @@
+"""autosp.dialects: the `sp` dialect."""
+from . import sp
+
+__all__ = ["sp"]

@@ -1,0 +1,233 @@
+"""The `sp` dialect: sequence-parallel attention and collectives (Python-defined, IRDL-backed).
+
+Ops print in generic form. Operands are usually `!torch.vtensor`. Verifiers run before the IRDL
+constraint checks, so they read attributes defensively and leave type errors to IRDL.
+"""
+
+import re
+from typing import Any
+
+from torch_mlir import ir
+from torch_mlir.dialects.ext import Dialect, DialectAlreadyLoadedError, Operand, Pure, Result
+
+GROUPS = ("sp", "dp", "world")
+REDUCE_OPS = ("sum", "avg", "max")
+_VT = re.compile(r"!torch\.vtensor<\[([^\]]*)\],([^>]+)>")
+
+
+class SP(Dialect, name="sp"):
+    pass
+
+
+def load(context: ir.Context | None = None) -> None:
+    """Load the dialect into the current context (once; a second load is a no-op)."""
+    try:
+        SP.load()
+    except DialectAlreadyLoadedError:
+        pass
+
+
+def vtensor_shape(t: ir.Type) -> list[int] | None:
+    """Static shape of a `!torch.vtensor` (-1 for unknown dims); None for other types."""
+    m = _VT.fullmatch(str(t))
+    if not m:
+        return None
+    return [int(d) if d not in ("?", "") else -1 for d in m.group(1).split(",")] if m.group(1) else []
+
+
+def _attr(op, name: str):
+    return op.attributes[name] if name in op.attributes else None
+
+
+def _int(op, name: str) -> int | None:
+    a = _attr(op, name)
+    return ir.IntegerAttr(a).value if isinstance(a, ir.IntegerAttr) else None
+
+
+def _str(op, name: str) -> str | None:
+    a = _attr(op, name)
+    return ir.StringAttr(a).value if isinstance(a, ir.StringAttr) else None
+
+
+def _fail(op, msg: str) -> bool:
+    op.location.emit_error(f"'{op.operation.name}' op {msg}")
+    return False
+
+
+def _check_group(op) -> bool:
+    g = _str(op, "group")
+    if g is not None and g not in GROUPS:
+        return _fail(op, f"group must be one of {', '.join(GROUPS)}, got '{g}'")
+    return True
+
+
+def _check_dim(op, name: str, rank: int | None) -> bool:
+    d = _int(op, name)
+    if d is not None and rank is not None and not 0 <= d < rank:
+        return _fail(op, f"{name} = {d} is out of range for a rank-{rank} operand")
+    return True
+
+
+def _rank(v: ir.Value) -> int | None:
+    s = vtensor_shape(v.type)
+    return None if s is None else len(s)
+
+
+def _same_rank(op, src: ir.Value, dst: ir.Value) -> bool:
+    a, b = _rank(src), _rank(dst)
+    if a is not None and b is not None and a != b:
+        return _fail(op, f"result rank {b} differs from operand rank {a}")
+    return True
+
+
+class AttentionOp(SP.Operation, name="attention", traits=[Pure]):
+    """Exact attention over [B, H, S, D]; `lse` [B, H, S] is the softmax statistics for the backward.
+    K/V may have H / kv_groups heads (grouped-query attention)."""
+    q: Operand[Any]
+    k: Operand[Any]
+    v: Operand[Any]
+    causal: ir.IntegerAttr   # i1
+    scale: ir.FloatAttr
+    kv_groups: ir.IntegerAttr
+    out: Result[Any]
+    lse: Result[Any]
+
+    def verify_invariants(self) -> bool:
+        return _verify_attention(self, self.operation.operands[0], self.operation.operands[1],
+                                 self.operation.operands[2])
+
+
+class AttentionGradOp(SP.Operation, name="attention_grad", traits=[Pure]):
+    """Gradient of sp.attention: (dout, q, k, v, out, lse) -> (dq, dk, dv)."""
+    dout: Operand[Any]
+    q: Operand[Any]
+    k: Operand[Any]
+    v: Operand[Any]
+    out: Operand[Any]
+    lse: Operand[Any]
+    causal: ir.IntegerAttr
+    scale: ir.FloatAttr
+    kv_groups: ir.IntegerAttr
+    dq: Result[Any]
+    dk: Result[Any]
+    dv: Result[Any]
+
+    def verify_invariants(self) -> bool:
+        ops = self.operation.operands
+        if not _verify_attention(self, ops[1], ops[2], ops[3]):
+            return False
+        for grad, primal in zip(self.operation.results, (ops[1], ops[2], ops[3])):
+            gs, ps = vtensor_shape(grad.type), vtensor_shape(primal.type)
+            if gs is not None and ps is not None and gs != ps:
+                return _fail(self, f"gradient shape {gs} differs from its operand's shape {ps}")
+        return True
+
+
+def _verify_attention(op, q: ir.Value, k: ir.Value, v: ir.Value) -> bool:
+    qs, ks, vs = (vtensor_shape(x.type) for x in (q, k, v))
+    groups = _int(op, "kv_groups")
+    scale = _attr(op, "scale")
+    if isinstance(scale, ir.FloatAttr) and not ir.FloatAttr(scale).value > 0:
+        return _fail(op, f"scale must be positive, got {ir.FloatAttr(scale).value}")
+    if groups is not None and groups < 1:
+        return _fail(op, f"kv_groups must be >= 1, got {groups}")
+    if qs is None or ks is None or vs is None:
+        return True
+    if not len(qs) == len(ks) == len(vs) == 4:
+        return _fail(op, f"expects rank-4 [batch, heads, seq, head_dim] operands, got ranks "
+                         f"{len(qs)}, {len(ks)}, {len(vs)}")
+    if ks != vs:
+        return _fail(op, f"key shape {ks} differs from value shape {vs}")
+    if groups is not None and qs[1] != ks[1] * groups:
+        return _fail(op, f"{qs[1]} query heads != {ks[1]} key/value heads x kv_groups {groups}")
+    if qs[3] != ks[3] or qs[0] != ks[0]:
+        return _fail(op, f"query shape {qs} and key shape {ks} disagree on batch or head_dim")
+    return True
+
+
+def _verify_collective(op, dims: tuple[str, ...] = (), same_type: bool = False) -> bool:
+    """Rules shared by single-operand collectives: group name, rank, dims in range."""
+    src, dst = op.operation.operands[0], op.operation.results[0]
+    if not _check_group(op) or not _same_rank(op, src, dst):
+        return False
+    if not all(_check_dim(op, d, _rank(src)) for d in dims):
+        return False
+    if same_type and str(src.type) != str(dst.type):
+        return _fail(op, "result type must equal the operand type")
+    return True
+
+
+class AllToAllOp(SP.Operation, name="all_to_all", traits=[Pure]):
+    """Ulysses re-shard: split `scatter_dim` across the group, concatenate along `gather_dim`."""
+    input: Operand[Any]
+    scatter_dim: ir.IntegerAttr
+    gather_dim: ir.IntegerAttr
+    group: ir.StringAttr
+    out: Result[Any]
+
+    def verify_invariants(self) -> bool:
+        s, g = _int(self, "scatter_dim"), _int(self, "gather_dim")
+        if s is not None and s == g:
+            return _fail(self, "scatter_dim must differ from gather_dim")
+        return _verify_collective(self, ("scatter_dim", "gather_dim"))
+
+
+class AllReduceOp(SP.Operation, name="all_reduce", traits=[Pure]):
+    input: Operand[Any]
+    op: ir.StringAttr
+    group: ir.StringAttr
+    out: Result[Any]
+
+    def verify_invariants(self) -> bool:
+        kind = _str(self, "op")
+        if kind is not None and kind not in REDUCE_OPS:
+            return _fail(self, f"op must be one of {', '.join(REDUCE_OPS)}, got '{kind}'")
+        return _verify_collective(self, same_type=True)
+
+
+class AllGatherOp(SP.Operation, name="all_gather", traits=[Pure]):
+    input: Operand[Any]
+    dim: ir.IntegerAttr
+    group: ir.StringAttr
+    out: Result[Any]
+
+    def verify_invariants(self) -> bool:
+        return _verify_collective(self, ("dim",))
+
+
+class ReduceScatterOp(SP.Operation, name="reduce_scatter", traits=[Pure]):
+    input: Operand[Any]
+    dim: ir.IntegerAttr
+    group: ir.StringAttr
+    out: Result[Any]
+
+    def verify_invariants(self) -> bool:
+        return _verify_collective(self, ("dim",))
+
+
+class ShardSliceOp(SP.Operation, name="shard_slice", traits=[Pure]):
+    """This rank's block of a replicated value along `dim` (no communication)."""
+    input: Operand[Any]
+    dim: ir.IntegerAttr
+    group: ir.StringAttr
+    out: Result[Any]
+
+    def verify_invariants(self) -> bool:
+        return _verify_collective(self, ("dim",))
+
+
+class HaloOp(SP.Operation, name="halo", traits=[Pure]):
+    """Shift a sharded value left by `width` along `dim`: each rank receives the first `width`
+    elements of the next rank's shard; the last rank fills with `fill` (e.g. a label shift)."""
+    input: Operand[Any]
+    dim: ir.IntegerAttr
+    width: ir.IntegerAttr
+    fill: ir.FloatAttr
+    group: ir.StringAttr
+    out: Result[Any]
+
+    def verify_invariants(self) -> bool:
+        w = _int(self, "width")
+        if w is not None and w < 1:
+            return _fail(self, f"width must be >= 1, got {w}")
+        return _verify_collective(self, ("dim",), same_type=True)

@@ -1,0 +1,170 @@
+"""Capture one training step (loss and backward) as one joint aten graph, on fake tensors.
+
+The model's parameters never get memory here: they are swapped for fake tensors (the model may
+live on meta). Attention goes through `autosp::attention` (see attention_op.py).
+"""
+from __future__ import annotations
+
+import contextlib
+import warnings
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import torch
+import torch.nn as nn
+from torch._functorch.aot_autograd import aot_export_module
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from .attention_op import AttentionCapture
+from .errors import CaptureError, CompileError, user_frame
+
+_MATMULS = {torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.bmm, torch.einsum,
+            torch.baddbmm}
+
+
+@dataclass
+class CapturedStep:
+    graph: torch.fx.GraphModule
+    param_names: list[str]                   # graph inputs, in order (deduplicated)
+    param_aliases: dict[str, list[str]]      # tied parameters: name -> other state_dict names
+    buffer_names: list[str]
+    buffers: dict[str, torch.Tensor]          # real values of the buffers the graph reads
+    grad_of: dict[int, str]                  # graph output index -> parameter name
+    input_names: list[str] = field(default_factory=lambda: ["input_ids", "labels"])
+    requires_grad: dict[str, bool] = field(default_factory=dict)
+
+
+class _TrainStep(nn.Module):
+    """Wraps the user's model so the traced function returns (loss,)."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.m = model
+        self.hf = hasattr(model, "config") and hasattr(model, "can_generate")
+
+    def forward(self, input_ids: torch.Tensor, labels: torch.Tensor):
+        out = self.m(input_ids=input_ids, labels=labels, use_cache=False) if self.hf else self.m(input_ids, labels)
+        loss = getattr(out, "loss", out)
+        if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
+            raise CompileError("the model must return a scalar loss (or an output with .loss) "
+                               "when called with (input_ids, labels)")
+        return (loss,)
+
+
+class _StepMode(AttentionCapture):
+    """SDPA redirection plus the module path and a check for attention computed by hand."""
+
+    def __init__(self, model: nn.Module, seq_len: int):
+        super().__init__()
+        self.seq_len = seq_len
+        self.names = {id(m): (n or "<root>", type(m).__name__) for n, m in model.named_modules()}
+        self.stack: list[tuple[str, str]] = []
+        self.hooks: list = []
+
+    def __enter__(self):
+        def enter(m, args) -> None:
+            self.stack.append(self.names.get(id(m), ("?", type(m).__name__)))
+
+        def leave(m, args, out) -> None:
+            self.stack.pop()
+
+        self.hooks = [torch.nn.modules.module.register_module_forward_pre_hook(enter),
+                      torch.nn.modules.module.register_module_forward_hook(leave)]
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        for h in self.hooks:
+            h.remove()
+        return super().__exit__(*exc)
+
+    def where(self) -> str | None:
+        line = user_frame()
+        if self.stack:
+            name, cls = self.stack[-1]
+            return f"{line} (in {name}: {cls})" if line else f"{name} ({cls})"
+        return line
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        try:
+            out = super().__torch_function__(func, types, args, kwargs)
+        except CaptureError as e:
+            if e.where and "(in " not in e.where:
+                raise CaptureError(str(e).split(": error: ", 1)[-1], self.where()) from None
+            raise
+        if func in _MATMULS and isinstance(out, torch.Tensor) and out.dim() >= 3 \
+                and tuple(out.shape[-2:]) == (self.seq_len, self.seq_len) \
+                and not any(isinstance(a, nn.Parameter) for a in args):
+            raise CaptureError(
+                f"attention is computed by hand here (a [{self.seq_len} x {self.seq_len}] score matrix); "
+                "autosp shards attention only through torch.nn.functional.scaled_dot_product_attention "
+                "(for Hugging Face models: attn_implementation='sdpa')", self.where())
+        return out
+
+
+@contextlib.contextmanager
+def _hf_compat() -> Iterator[None]:
+    """transformers probes position_ids for packed sequences with a data-dependent branch; a
+    training step built from (input_ids, labels) has none, so answer that statically."""
+    try:
+        import transformers.masking_utils as mu
+    except ImportError:
+        yield
+        return
+    saved = mu.find_packed_sequence_indices
+    mu.find_packed_sequence_indices = lambda position_ids: None
+    try:
+        yield
+    finally:
+        mu.find_packed_sequence_indices = saved
+
+
+def capture_train_step(model: nn.Module, batch: int, seq_len: int) -> CapturedStep:
+    """The joint forward+backward graph of `loss = model(input_ids, labels)` at [batch, seq_len]."""
+    named = dict(model.named_parameters(remove_duplicate=False))
+    unique = dict(model.named_parameters())
+    aliases: dict[str, list[str]] = {n: [] for n in unique}
+    first = {id(p): n for n, p in unique.items()}
+    for n, p in named.items():
+        if n not in unique:
+            aliases[first[id(p)]].append(n)
+    buffers = dict(model.named_buffers())
+    for n, b in buffers.items():
+        if b.device.type == "meta":
+            raise CompileError(f"buffer {n!r} lives on the meta device, so its values are unknown; build the "
+                               "model under autosp.empty_weights() (parameters on meta, buffers real)")
+
+    fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+
+    def fake(t: torch.Tensor) -> torch.Tensor:
+        with fake_mode:
+            return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="cpu")
+
+    swap = {n: nn.Parameter(fake(p), requires_grad=p.requires_grad) for n, p in unique.items()}
+    for n, p in named.items():
+        if n not in unique:
+            swap[n] = swap[first[id(p)]]
+    swap.update({n: fake(b) for n, b in buffers.items()})
+    with fake_mode:
+        ids = torch.zeros(batch, seq_len, dtype=torch.long)
+        labels = torch.zeros(batch, seq_len, dtype=torch.long)
+
+    step = _TrainStep(model)
+    was_training = model.training
+    model.train()
+    try:
+        with torch.nn.utils.stateless._reparametrize_module(model, swap, tie_weights=True), \
+                _hf_compat(), _StepMode(model, seq_len), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            gm, sig = aot_export_module(step, [ids, labels], trace_joint=True, output_loss_index=0)
+    finally:
+        model.train(was_training)
+
+    strip = lambda n: n[2:] if n.startswith("m.") else n  # noqa: E731  (the wrapper's prefix)
+    out_names = [n.name for n in gm.graph.find_nodes(op="output")[0].args[0]]
+    grad_of = {out_names.index(o): strip(p) for o, p in sig.backward_signature.gradients_to_parameters.items()}
+    pnames = [strip(n) for n in sig.parameters]
+    bnames = [strip(n) for n in sig.buffers]
+    return CapturedStep(
+        graph=gm, param_names=pnames, param_aliases={n: aliases.get(n, []) for n in pnames},
+        buffer_names=bnames, buffers={n: buffers[n].detach().cpu() for n in bnames}, grad_of=grad_of,
+        requires_grad={n: unique[n].requires_grad for n in pnames})

@@ -1,0 +1,149 @@
+"""Lower the partitioned module to the rank-agnostic host program the runtime executes.
+
+Every call is an allowlisted ATen overload or an sp op with its attributes; shapes, collectives
+and sharding were all decided by the passes, the runtime only follows. Format (JSON):
+  args:         [{role, name, shape, dtype}]    the step's arguments, global shapes
+  results:      ["loss", "grad:NAME", ...]
+  instructions: [{op, args, kwargs | attrs, out, shapes, loc, free}]
+  outputs:      registers of the results
+Operands: {"r": reg} | {"c": json value} | {"l": [operands]} | {"dtype": name} |
+{"memory_format": name} | {"layout": "strided"} | {"device": null} (the runtime's device).
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import torch
+from torch_mlir import ir
+
+from autosp.runtime.artifact import ALLOWED_ATEN, DTYPE_NAMES, FORMAT_VERSION
+from .aten_call import ELEMENT_TYPES, decode, overload_name
+from .registry import PassError
+from .torch_ir import body_ops, dtype_str, func_of, location_str, op_name, shape, strings
+
+_SKIP = ("torch.constant.", "torch.prim.ListConstruct")
+
+
+def _encode(val: Any) -> Any:
+    if isinstance(val, dict) and "r" in val:
+        return val
+    if isinstance(val, list):
+        return {"l": [_encode(v) for v in val]}
+    if isinstance(val, torch.dtype):
+        return {"dtype": DTYPE_NAMES[val]}
+    if isinstance(val, torch.memory_format):
+        return {"memory_format": str(val).removeprefix("torch.")}
+    if isinstance(val, torch.layout):
+        return {"layout": "strided"}
+    if isinstance(val, torch.device):
+        return {"device": None}
+    return {"c": val}
+
+
+def _attr(a: ir.Attribute) -> Any:
+    if isinstance(a, ir.BoolAttr):
+        return ir.BoolAttr(a).value
+    if isinstance(a, ir.IntegerAttr):
+        i = ir.IntegerAttr(a)
+        return bool(i.value) if str(i.type) == "i1" else i.value
+    if isinstance(a, ir.FloatAttr):
+        return ir.FloatAttr(a).value
+    if isinstance(a, ir.StringAttr):
+        return ir.StringAttr(a).value
+    raise TypeError(f"unsupported attribute {a}")
+
+
+def _tensor_spec(t: ir.Type) -> tuple[list[int], str]:
+    return shape_of(t), DTYPE_NAMES[ELEMENT_TYPES[dtype_str(t)]]
+
+
+def shape_of(t: ir.Type) -> list[int]:
+    m = re.fullmatch(r"!torch\.vtensor<\[([^\]]*)\],[^>]+>", str(t))
+    return [int(d) for d in m.group(1).split(",")] if m and m.group(1) else []
+
+
+def lower_to_host_program(module) -> dict:
+    func = func_of(module)
+    block = func.regions[0].blocks[0]
+    reg: dict[ir.Value, int] = {}
+
+    def new_reg(v: ir.Value) -> int:
+        reg[v] = len(reg)
+        return reg[v]
+
+    args = []
+    for role, a in zip(strings(func.attributes["sp.args"]), block.arguments):
+        kind, _, name = role.partition(":")
+        s, dt = _tensor_spec(a.type)
+        args.append({"role": kind, "name": name, "shape": s, "dtype": dt})
+        new_reg(a)
+
+    def leaf(v: ir.Value) -> dict:
+        if v not in reg:
+            raise PassError(f"operand {v.get_name()} of type {v.type} is computed at run time by an op the "
+                            "host program cannot express", func.location)
+        return {"r": reg[v]}
+
+    insts: list[dict] = []
+    outputs: list[int] = []
+    for op in body_ops(func):
+        name = op_name(op)
+        loc = location_str(op.location)
+        if name.startswith(_SKIP):
+            continue
+        if name == "func.return":
+            outputs = [reg[v] for v in op.operation.operands]
+            continue
+        inst: dict[str, Any] = {"loc": loc}
+        if name.startswith("sp."):
+            inst["op"] = name
+            inst["args"] = [leaf(v) for v in op.operation.operands]
+            attrs = op.operation.attributes
+            inst["attrs"] = {k: _attr(attrs[k]) for k in (attrs[i].name for i in range(len(attrs)))
+                             if not k.startswith("sp.")}
+        elif name == "torch.prim.ListUnpack":
+            inst["op"], inst["args"] = "prim.unpack", [leaf(op.operation.operands[0])]
+        else:
+            qualified = overload_name(name)
+            if qualified is None or qualified not in ALLOWED_ATEN:
+                raise PassError(f"unsupported op {name.removeprefix('torch.')}: autosp's runtime does not "
+                                "execute it", op.location)
+            _, a, kw = decode(op, leaf)
+            inst["op"], inst["args"], inst["kwargs"] = qualified, [_encode(x) for x in a], \
+                {k: _encode(x) for k, x in kw.items()}
+        inst["out"] = [new_reg(r) for r in op.operation.results]
+        inst["shapes"] = [shape_of(r.type) if str(r.type).startswith("!torch.vtensor") else None
+                          for r in op.operation.results]
+        insts.append(inst)
+
+    # drop each register after its last reader, so activations die as early as the order allows
+    last: dict[int, int] = {}
+    for i, inst in enumerate(insts):
+        for r in _regs(inst["args"]) + _regs(list(inst.get("kwargs", {}).values())):
+            last[r] = i
+    keep = set(outputs)
+    for i, inst in enumerate(insts):
+        inst["free"] = sorted(r for r in set(_regs(inst["args"]) + _regs(list(inst.get("kwargs", {}).values())))
+                              if last[r] == i and r not in keep)
+    mesh = ir.DictAttr(module.operation.attributes["sp.mesh"]) if "sp.mesh" in module.operation.attributes else None
+    return {
+        "format_version": FORMAT_VERSION,
+        "mesh": {"sp": _attr(mesh["sp"]), "dp": _attr(mesh["dp"])} if mesh else {"sp": 1, "dp": 1},
+        "args": args,
+        "results": strings(func.attributes["sp.results"]),
+        "num_registers": len(reg),
+        "instructions": insts,
+        "outputs": outputs,
+    }
+
+
+def _regs(xs: list) -> list[int]:
+    out = []
+    for x in xs:
+        if isinstance(x, dict):
+            if "r" in x:
+                out.append(x["r"])
+            elif "l" in x:
+                out.extend(_regs(x["l"]))
+    return out

@@ -1,0 +1,308 @@
+"""sp-partition-sequence: rewrite the global-shape step into the per-rank program.
+
+Reads the layouts of sp-propagate-sequence. Every value gets its local type (seq dims / P), shape
+constants follow, and the collectives are inserted: Ulysses all-to-alls around attention (K/V at
+KV-head width when kv_heads % P == 0, replicated locally otherwise), the label shift as `sp.halo`,
+the loss as a token-weighted global mean, partial sums all-reduced where a replicated value is
+needed, weight gradients all-reduced (averaged over dp, as DDP does). Options: sp=P dp=D.
+"""
+from __future__ import annotations
+
+from torch_mlir import ir
+
+from autosp.dialects.sp import AllGatherOp, AllReduceOp, AllToAllOp, AttentionGradOp, AttentionOp, HaloOp, \
+    ShardSliceOp
+from .aten_call import meta_shapes
+from .layouts import REP, Layout, local_shape
+from .registry import PassError, register
+from .sp_propagate_sequence import INT64_MAX, RESHAPE, SKIP
+from .torch_ir import (aten, body_ops, const_float, const_int, const_none, const_value, func_of, int_list,
+                       int_list_value, is_tensor, op_name, shape, strings, with_shape, const_bool)
+
+I64 = lambda: ir.IntegerType.get_signless(64)  # noqa: E731
+A = "torch.aten."
+
+
+def _i64(v: int) -> ir.IntegerAttr:
+    return ir.IntegerAttr.get(I64(), v)
+
+
+def _str(s: str) -> ir.StringAttr:
+    return ir.StringAttr.get(s)
+
+
+class Partitioner:
+    def __init__(self, func, p: int, dp: int):
+        self.func, self.p, self.dp = func, p, dp
+        self.seq_len = ir.IntegerAttr(func.attributes["sp.seq_len"]).value
+        self.layout: dict[ir.Value, Layout] = {}
+        self.converted: dict[tuple[ir.Value, str], ir.Value] = {}
+        self.heads: dict[ir.Value, ir.Value] = {}      # seq-sharded value -> its head-sharded form
+        self.kv_path: dict[ir.Value, str] = {}          # head-sharded K/V -> "a2a" | "replicate"
+
+    # ------------------------------------------------------------------ building blocks
+    def after_def(self, v: ir.Value) -> ir.InsertionPoint:
+        owner = v.owner
+        if isinstance(owner, ir.Block):
+            return ir.InsertionPoint.at_block_begin(owner)
+        return ir.InsertionPoint.after(owner.operation if isinstance(owner, ir.OpView) else owner)
+
+    def a2a(self, v: ir.Value, scatter: int, gather: int) -> ir.Value:
+        s = shape(v)
+        s[scatter] //= self.p
+        s[gather] *= self.p
+        return AllToAllOp(v, _i64(scatter), _i64(gather), _str("sp"), out=with_shape(v.type, s)).out
+
+    def all_reduce(self, v: ir.Value, group: str = "sp") -> ir.Value:
+        return AllReduceOp(v, _str("sum"), _str(group), out=v.type).out
+
+    def shard_slice(self, v: ir.Value, dim: int) -> ir.Value:
+        return ShardSliceOp(v, _i64(dim), _str("sp"),
+                            out=with_shape(v.type, local_shape(shape(v), Layout("seq", dim), self.p))).out
+
+    def convert(self, op, v: ir.Value, want: Layout) -> ir.Value:
+        """v in layout `want`, inserted right after v's definition and shared by all its users."""
+        key = (v, str(want))
+        if key in self.converted:
+            return self.converted[key]
+        have = self.layout.get(v, REP)
+        with self.after_def(v), op.location:
+            if have.kind == "partial" and want == REP:
+                out = self.all_reduce(v)
+            elif have == REP and want.kind == "seq":
+                if want.inner != 1 or shape(v)[want.dim] != self.seq_len:
+                    raise PassError(f"a replicated operand of shape {shape(v)} meets a sequence-sharded one "
+                                    f"along dim {want.dim}, but that dim is not the sequence "
+                                    f"(length {self.seq_len})", op.location)
+                out = self.shard_slice(v, want.dim)
+            else:
+                raise PassError(f"no conversion from layout {have} to {want}", op.location)
+        self.layout[out] = want
+        self.converted[key] = out
+        return out
+
+    def replace(self, old: ir.Value, new: ir.Value, layout: Layout) -> None:
+        old.replace_all_uses_with(new)
+        self.layout[new] = layout
+
+    # ------------------------------------------------------------------ driver
+    def run(self) -> None:
+        block = self.func.regions[0].blocks[0]
+        roles = strings(self.func.attributes["sp.args"])
+        arg_lays = [Layout.parse(s) for s in strings(self.func.attributes["sp.arg_layouts"])]
+        if self.seq_len % self.p:
+            raise PassError(f"sequence length {self.seq_len} is not divisible by sp={self.p}", self.func.location)
+        for role, a, lay in zip(roles, block.arguments, arg_lays):
+            self.layout[a] = lay
+            if lay.kind == "seq":
+                with ir.InsertionPoint.at_block_begin(block), self.func.location:
+                    s = self.shard_slice(a, lay.dim)
+                a.replace_all_uses_except(s, s.owner.operation)
+                self.layout[s] = lay
+        for op in body_ops(self.func):
+            self.visit(op)
+
+    def visit(self, op) -> None:
+        name = op_name(op)
+        attrs = op.operation.attributes
+        if name in SKIP:
+            op.operation.erase()
+            return
+        if name == "func.return":
+            return self.on_return(op)
+        if "sp.layout" not in attrs:
+            return
+        lays = [Layout.parse(s) for s in strings(attrs["sp.layout"])]
+        if "sp.demand" in attrs:
+            for key, want in _dict_items(attrs["sp.demand"]):
+                i = int(key)
+                op.operation.operands[i] = self.convert(op, op.operation.operands[i], Layout.parse(want))
+            del attrs["sp.demand"]
+        special = {"sp.attention": self.on_attention, "sp.attention_grad": self.on_attention_grad,
+                   A + "nll_loss_forward": self.on_loss}.get(name)
+        if special:
+            return special(op, lays)
+        if any(l.kind == "halo" for l in lays):
+            self.layout[op.operation.results[0]] = lays[0]
+            return  # the pad of a label shift: replaced together with its slice
+        x = list(op.operation.operands)
+        if name == A + "slice.Tensor" and self.layout.get(x[0], REP).kind == "halo":
+            return self.on_halo(op, lays)
+        for r, lay in zip(op.operation.results, lays):
+            self.layout[r] = lay
+            if is_tensor(r):
+                r.set_type(with_shape(r.type, local_shape(shape(r), lay, self.p)))
+        self.localize_constants(op, name, lays)
+        if name in (A + "mean.dim", A + "mean") and lays[0].kind == "partial" and \
+                self.layout.get(x[0], REP).kind == "seq":
+            self.scale_partial_mean(op)
+        self.check_shapes(op)
+
+    # ------------------------------------------------------------------ generic localization
+    def localize_constants(self, op, name: str, lays: list[Layout]) -> None:
+        x = list(op.operation.operands)
+        res = op.operation.results
+        if not any(l.sharded for l in lays):
+            return
+        with ir.InsertionPoint(op), op.location:
+            if name in RESHAPE or name == A + "expand":
+                op.operation.operands[1] = int_list_value(shape(res[0]))
+            elif name in (A + "slice_backward", A + "select_backward"):
+                op.operation.operands[1] = int_list_value(shape(res[0]))
+            elif name == A + "slice.Tensor":
+                lay = self.layout.get(x[0], REP)
+                if lay.sharded and int(const_value(x[1])[1]) % len(shape(x[0])) == lay.dim:
+                    op.operation.operands[3] = const_int(INT64_MAX)
+
+    def scale_partial_mean(self, op) -> None:
+        """The mean over the sequence is the sum of local means / P."""
+        r = op.operation.results[0]
+        with ir.InsertionPoint.after(op), op.location:
+            scaled = aten("div.Scalar", [r, const_float(float(self.p))], [r.type]).results[0]
+        r.replace_all_uses_except(scaled, scaled.owner.operation)
+        self.layout[scaled] = self.layout[r]
+
+    def check_shapes(self, op) -> None:
+        """Run the op on meta tensors of the local operand types: the rules must agree."""
+        if not op_name(op).startswith(("torch.aten.", "torch.prims.")):
+            return
+        try:
+            got = meta_shapes(op)
+        except Exception as e:  # an op that cannot run at these shapes is a sharding bug
+            raise PassError(f"{op_name(op)} cannot run at the local shapes: {e}", op.location) from None
+        if got is None:
+            return
+        want = [shape(r) for r in op.operation.results if is_tensor(r)]
+        if got[:len(want)] != want:
+            raise PassError(f"{op_name(op)}: local shapes {want} disagree with the op's own {got}", op.location)
+
+    # ------------------------------------------------------------------ attention (Ulysses)
+    def heads_of(self, op, v: ir.Value, kv: bool, q_heads: int) -> ir.Value:
+        if v in self.heads:
+            return self.heads[v]
+        b, h, s, d = shape(v)
+        with ir.InsertionPoint(op), op.location:
+            if not kv or h % self.p == 0:
+                out = self.a2a(v, scatter=1, gather=2)
+                self.kv_path[out] = "a2a"
+            else:  # too few KV heads to split: every rank takes the whole K/V, repeated to its heads
+                full = AllGatherOp(v, _i64(2), _str("sp"), out=with_shape(v.type, [b, h, s * self.p, d])).out
+                g = q_heads // h
+                rep = aten("repeat_interleave.self_int", [full, const_int(g), const_int(1), const_none()],
+                           [with_shape(v.type, [b, q_heads, s * self.p, d])]).results[0]
+                out = self.shard_slice(rep, 1)
+                self.kv_path[out] = "replicate"
+        self.heads[v] = out
+        return out
+
+    def attention_flags(self, op, kv_head: ir.Value, q_heads: int):
+        a = op.operation.attributes
+        groups = ir.IntegerAttr(a["kv_groups"]).value if self.kv_path[kv_head] == "a2a" else 1
+        return a["causal"], a["scale"], _i64(groups)
+
+    def on_attention(self, op, lays) -> None:
+        q, k, v = op.operation.operands
+        hq = shape(q)[1]
+        if hq % self.p:
+            raise PassError(f"attention has {hq} heads, which sp={self.p} does not divide (Ulysses splits "
+                            "heads across ranks)", op.location)
+        qh, kh, vh = self.heads_of(op, q, False, hq), self.heads_of(op, k, True, hq), self.heads_of(op, v, True, hq)
+        out_t, lse_t = (r.type for r in op.operation.results)
+        b, _, s, d = shape(qh)
+        with ir.InsertionPoint(op), op.location:
+            new = AttentionOp(qh, kh, vh, *self.attention_flags(op, kh, hq),
+                              out=with_shape(out_t, [b, hq // self.p, s, d]),
+                              lse=with_shape(lse_t, [b, hq // self.p, s]))
+            out = self.a2a(new.out, scatter=2, gather=1)
+        self.heads[out] = new.out
+        self.replace(op.operation.results[0], out, lays[0])
+        self.replace(op.operation.results[1], new.lse, Layout("heads", 1))
+        op.operation.erase()
+
+    def on_attention_grad(self, op, lays) -> None:
+        dout, q, k, v, out, lse = op.operation.operands
+        hq = shape(q)[1]
+        hk = shape(k)[1]
+        qh, kh, vh = self.heads_of(op, q, False, hq), self.heads_of(op, k, True, hq), self.heads_of(op, v, True, hq)
+        outh, douth = self.heads_of(op, out, False, hq), self.heads_of(op, dout, False, hq)
+        with ir.InsertionPoint(op), op.location:
+            new = AttentionGradOp(douth, qh, kh, vh, outh, lse, *self.attention_flags(op, kh, hq),
+                                  dq=qh.type, dk=kh.type, dv=vh.type)
+            grads = [self.a2a(new.dq, scatter=2, gather=1)]
+            for g, head in ((new.dk, kh), (new.dv, vh)):
+                back = self.a2a(g, scatter=2, gather=1)
+                if self.kv_path[head] == "replicate":  # sum the repeated heads back into their KV head
+                    b, _, s, d = shape(back)
+                    split = aten("view", [back, int_list_value([b, hk, hq // hk, s, d])],
+                                 [with_shape(back.type, [b, hk, hq // hk, s, d])]).results[0]
+                    back = aten("sum.dim_IntList", [split, int_list_value([2]), const_bool(False), const_none()],
+                                [with_shape(back.type, [b, hk, s, d])]).results[0]
+                grads.append(back)
+        for old, g in zip(op.operation.results, grads):
+            self.replace(old, g, lays[0])
+        op.operation.erase()
+
+    # ------------------------------------------------------------------ loss and label shift
+    def on_loss(self, op, lays) -> None:
+        x = list(op.operation.operands)
+        ok, reduction = const_value(x[3])
+        if reduction == 0:
+            for r, lay in zip(op.operation.results, lays):
+                self.layout[r] = lay
+            op.operation.results[0].set_type(with_shape(op.operation.results[0].type,
+                                                        local_shape(shape(op.operation.results[0]), lays[0], self.p)))
+            return
+        out, tw = op.operation.results
+        with ir.InsertionPoint(op), op.location:
+            local = ir.Operation.create("torch.aten.nll_loss_forward", results=[out.type, tw.type],
+                                        operands=[x[0], x[1], x[2], const_int(2), x[4]])
+            total = self.all_reduce(local.results[0])
+            count = self.all_reduce(local.results[1])
+            loss = aten("div.Tensor", [total, count], [out.type]).results[0] if reduction == 1 else total
+        self.replace(out, loss, REP)
+        self.replace(tw, count, REP)
+        op.operation.erase()
+
+    def on_halo(self, op, lays) -> None:
+        pad = op.operation.operands[0].owner
+        src, _, value = pad.operation.operands
+        lay = self.layout[pad.operation.results[0]]
+        with ir.InsertionPoint(op), op.location:
+            shifted = HaloOp(src, _i64(lay.dim), _i64(lay.inner),
+                             ir.FloatAttr.get(ir.F64Type.get(), float(const_value(value)[1])), _str("sp"),
+                             out=src.type).out
+        self.replace(op.operation.results[0], shifted, lays[0])
+        op.operation.erase()
+        if not list(pad.operation.results[0].uses):
+            pad.operation.erase()
+
+    # ------------------------------------------------------------------ results
+    def on_return(self, op) -> None:
+        names = strings(self.func.attributes["sp.results"])
+        for i, (name, v) in enumerate(zip(names, op.operation.operands)):
+            lay = self.layout.get(v, REP)
+            if lay.kind == "partial":
+                with ir.InsertionPoint(op), op.location:
+                    if self.dp == 1:
+                        r = self.all_reduce(v, "sp")
+                    else:  # DDP semantics: the mean over data-parallel replicas of their sums over sp
+                        r = aten("div.Scalar", [self.all_reduce(v, "world"), const_float(float(self.dp))],
+                                 [v.type]).results[0]
+                op.operation.operands[i] = r
+            elif lay.kind != "rep":
+                raise PassError(f"result {name} has layout {lay}; results must be replicated or partial",
+                                op.location)
+
+
+def _dict_items(attr) -> list[tuple[str, str]]:
+    d = ir.DictAttr(attr)
+    return [(d[i].name, ir.StringAttr(d[i].attr).value) for i in range(len(d))]
+
+
+@register("sp-partition-sequence", "shard the sequence across sp ranks: local shapes and collectives")
+def partition_sequence(module_op, sp: str = "1", dp: str = "1") -> None:
+    func = func_of(module_op)
+    Partitioner(func, int(sp), int(dp)).run()
+    i64 = ir.IntegerType.get_signless(64)
+    module_op.attributes["sp.mesh"] = ir.DictAttr.get({"sp": ir.IntegerAttr.get(i64, int(sp)),
+                                                      "dp": ir.IntegerAttr.get(i64, int(dp))})

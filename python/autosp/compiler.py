@@ -1,0 +1,118 @@
+"""autosp.compile: model -> captured joint step -> torch dialect -> sp passes -> host program -> artifact."""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn as nn
+
+from autosp.frontend import CompileError, capture_train_step
+from autosp.runtime import artifact as schema
+
+__version__ = "0.1.0"
+
+
+@dataclass
+class CompiledArtifact:
+    files: dict[str, bytes]
+    meta: dict
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def program(self) -> dict:
+        return json.loads(self.files["program.json"])
+
+    @property
+    def mlir(self) -> str:
+        return self.files["program.mlir"].decode()
+
+    def save(self, path: str) -> str:
+        schema.write(path, self.files, self.meta)
+        return path
+
+
+def _diagnostics(e: Exception) -> str:
+    from autosp.passes.torch_ir import location_str
+    diags = getattr(e, "error_diagnostics", None) or []
+    lines = []
+    for d in diags:
+        where = location_str(d.location)
+        lines.append(f"{where}: error: {d.message}" if where and not where.startswith("<") else
+                     f"error: {d.message}")
+    return "\n".join(lines) or str(e)
+
+
+def compile(model: nn.Module, example_inputs: tuple[torch.Tensor, torch.Tensor], sp: int = 1, dp: int = 1,
+            pipeline: str | None = None, model_name: str | None = None) -> CompiledArtifact:
+    """Compile one training step of `model` for sp-way sequence parallelism (x dp data parallel).
+
+    example_inputs = (input_ids, labels), both [batch, seq]; only their shapes are used, and the model
+    may live on the meta device (build it under autosp.empty_weights())."""
+    from torch_mlir import ir
+    from torch_mlir.dialects import torch as torch_d
+
+    from autosp.dialects import sp as sp_dialect
+    from autosp.frontend.importer import import_step
+    from autosp.passes import build_pass_manager, default_pipeline
+    from autosp.passes.host_program import lower_to_host_program
+
+    input_ids, labels = example_inputs
+    if input_ids.dim() != 2 or tuple(labels.shape) != tuple(input_ids.shape):
+        raise CompileError(f"example_inputs must be (input_ids, labels) of one shape [batch, seq], got "
+                           f"{list(input_ids.shape)} and {list(labels.shape)}")
+    batch, seq_len = input_ids.shape
+    if sp < 1 or dp < 1:
+        raise CompileError(f"sp and dp must be >= 1, got sp={sp} dp={dp}")
+    if seq_len % sp:
+        raise CompileError(f"sequence length {seq_len} is not divisible by sp={sp}: each rank must hold "
+                           f"the same number of tokens (try {seq_len - seq_len % sp} or {seq_len + sp - seq_len % sp})")
+    timings = {}
+    t = time.perf_counter()
+    step = capture_train_step(model, batch, seq_len)
+    timings["capture"] = time.perf_counter() - t
+
+    ctx = ir.Context()
+    torch_d.register_dialect(ctx)
+    with ctx, ir.Location.unknown():
+        sp_dialect.load()
+        ctx.enable_multithreading(False)
+        t = time.perf_counter()
+        module = import_step(step, ctx)
+        timings["import"] = time.perf_counter() - t
+        t = time.perf_counter()
+        try:
+            build_pass_manager(pipeline or default_pipeline(sp, dp)).run(module.operation)
+        except ir.MLIRError as e:
+            raise CompileError(_diagnostics(e).removeprefix("error: ")) from None
+        timings["passes"] = time.perf_counter() - t
+        t = time.perf_counter()
+        try:
+            program = lower_to_host_program(module)
+        except Exception as e:  # PassError: an op the runtime cannot run
+            loc = getattr(e, "location", None)
+            from autosp.passes.torch_ir import location_str
+            where = location_str(loc) if loc is not None else ""
+            raise CompileError(str(e), where if where and not where.startswith("<") else None) from None
+        mlir_text = str(module)
+        timings["lower"] = time.perf_counter() - t
+
+    files = {"program.json": json.dumps(program).encode(), "program.mlir": mlir_text.encode()}
+    params = {"parameters": {}, "buffers": {}}
+    shapes = {a["name"]: a for a in program["args"]}
+    for name in step.param_names:
+        params["parameters"][name] = {"shape": shapes[name]["shape"], "dtype": shapes[name]["dtype"],
+                                      "requires_grad": step.requires_grad[name],
+                                      "aliases": step.param_aliases.get(name, [])}
+    for name in step.buffer_names:
+        buf = step.buffers[name].contiguous()
+        rel = f"buffers/{name}.bin"
+        files[rel] = buf.view(torch.uint8).numpy().tobytes() if buf.numel() else b""
+        params["buffers"][name] = {"shape": list(buf.shape), "dtype": schema.DTYPE_NAMES[buf.dtype], "file": rel}
+    files["params.json"] = json.dumps(params, indent=1).encode()
+    n_params = sum(int(torch.Size(p["shape"]).numel()) for p in params["parameters"].values())
+    meta = {"compiler": f"autosp {__version__}", "model": model_name or type(model).__name__,
+            "mesh": program["mesh"], "batch": batch, "seq_len": seq_len, "parameters": n_params,
+            "targets": ["host"], "pipeline": pipeline or default_pipeline(sp, dp)}
+    return CompiledArtifact(files, meta, timings)

@@ -1,0 +1,145 @@
+"""Executes a host program: a register machine over ATen overloads and sp collectives.
+
+The program is decoded once at load into closures; a step is a flat loop over them. Nothing about
+sharding is decided here: shapes, collectives and their order come from the program."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+from . import kernels
+from .artifact import ALLOWED_ATEN, DTYPES, SP_OPS, ArtifactError
+from .collectives import Mesh
+
+
+class ProgramError(RuntimeError):
+    pass
+
+
+# The program is functional, so a view may copy: collectives and kernels return their own strides,
+# which need not match the strides the capture assumed when it chose `view` over `reshape`.
+_FUNCTIONAL = {"aten.view.default": "aten.reshape.default", "aten._unsafe_view.default": "aten.reshape.default"}
+
+
+def _resolve(qualified: str):
+    ns, name, overload = _FUNCTIONAL.get(qualified, qualified).split(".")
+    return getattr(getattr(getattr(torch.ops, ns), name), overload)
+
+
+class Program:
+    def __init__(self, program: dict, mesh: Mesh):
+        self.program = program
+        self.mesh = mesh
+        self.device: torch.device = torch.device("cpu")
+        self.steps: list[tuple[Callable, list[tuple[int, Any]], list[int], list[int]]] = []
+        self.checked = False
+        for inst in program["instructions"]:
+            op = inst["op"]
+            if op not in ALLOWED_ATEN and op not in SP_OPS:
+                raise ArtifactError(f"program calls {op!r}, which is not in the runtime's op allowlist")
+            self.steps.append((self._callable(inst), [self._operand(e) for e in inst["args"]],
+                               inst["out"], inst["free"]))
+
+    # ------------------------------------------------------------------ decoding
+    CONST, REG, NESTED, DEVICE = range(4)
+
+    def _operand(self, enc: dict) -> tuple[int, Any]:
+        """(kind, payload): a constant, a register, a list holding registers, or the run device."""
+        if "r" in enc:
+            return self.REG, enc["r"]
+        if "c" in enc:
+            return self.CONST, enc["c"]
+        if "l" in enc:
+            items = [self._operand(e) for e in enc["l"]]
+            if all(k == self.CONST for k, _ in items):
+                return self.CONST, [v for _, v in items]
+            return self.NESTED, items
+        if "dtype" in enc:
+            return self.CONST, DTYPES[enc["dtype"]]
+        if "memory_format" in enc:
+            return self.CONST, getattr(torch, enc["memory_format"])
+        if "layout" in enc:
+            return self.CONST, torch.strided
+        if "device" in enc:
+            return self.DEVICE, None
+        raise ArtifactError(f"bad operand encoding {enc}")
+
+    def _callable(self, inst: dict) -> Callable:
+        op = inst["op"]
+        mesh = self.mesh
+        attrs = inst.get("attrs", {})
+        if op == "sp.attention":
+            return lambda q, k, v: kernels.attention(q, k, v, attrs["causal"], attrs["scale"], attrs["kv_groups"])
+        if op == "sp.attention_grad":
+            return lambda *x: kernels.attention_grad(*x, attrs["causal"], attrs["scale"], attrs["kv_groups"])
+        if op == "sp.all_to_all":
+            return lambda x: mesh.all_to_all(x, attrs["scatter_dim"], attrs["gather_dim"], attrs["group"])
+        if op == "sp.all_reduce":
+            return lambda x: mesh.all_reduce(x, attrs["op"], attrs["group"])
+        if op == "sp.all_gather":
+            return lambda x: mesh.all_gather(x, attrs["dim"], attrs["group"])
+        if op == "sp.reduce_scatter":
+            return lambda x: mesh.reduce_scatter(x, attrs["dim"], attrs["group"])
+        if op == "sp.shard_slice":
+            return lambda x: mesh.shard_slice(x, attrs["dim"], attrs["group"])
+        if op == "sp.halo":
+            return lambda x: mesh.halo(x, attrs["dim"], attrs["width"], attrs["fill"], attrs["group"])
+        if op == "prim.unpack":
+            return lambda xs: tuple(xs)
+        fn = _resolve(op)
+        kwargs = {k: self._operand(e) for k, e in inst.get("kwargs", {}).items()}
+        if any(kind in (self.REG, self.NESTED) for kind, _ in kwargs.values()):
+            raise ArtifactError(f"{op}: keyword operands must be constants")
+        const_kw = {k: v for k, (kind, v) in kwargs.items() if kind == self.CONST}
+        dev_keys = [k for k, (kind, _) in kwargs.items() if kind == self.DEVICE]
+        if dev_keys:
+            return lambda *a: fn(*a, **const_kw, **{k: self.device for k in dev_keys})
+        return lambda *a: fn(*a, **const_kw)
+
+    # ------------------------------------------------------------------ execution
+    def _value(self, regs: list, kind: int, v: Any) -> Any:
+        if kind == self.REG:
+            return regs[v]
+        if kind == self.CONST:
+            return v
+        if kind == self.DEVICE:
+            return self.device
+        return [self._value(regs, k, x) for k, x in v]
+
+    def run(self, args: list[torch.Tensor]) -> list[torch.Tensor]:
+        """One step. The first run also checks every result against its declared shape."""
+        for spec, a in zip(self.program["args"], args):
+            if list(a.shape) != spec["shape"]:
+                raise ProgramError(f"argument {spec['role']}:{spec['name']} has shape {list(a.shape)}, "
+                                   f"the program was compiled for {spec['shape']}")
+        regs: list[Any] = [None] * self.program["num_registers"]
+        regs[:len(args)] = args
+        REG, value = self.REG, self._value
+        check = not self.checked
+        for idx, (fn, operands, out, free) in enumerate(self.steps):
+            try:
+                res = fn(*[regs[v] if k == REG else value(regs, k, v) for k, v in operands])
+            except Exception as e:
+                inst = self.program["instructions"][idx]
+                raise ProgramError(f"instruction {idx} ({inst['op']}, {inst['loc']}): {e}") from e
+            if len(out) == 1:
+                regs[out[0]] = res
+            else:
+                for o, r in zip(out, res):
+                    regs[o] = r
+            if check:
+                self._check(idx, res if len(out) > 1 else (res,))
+            for f in free:
+                regs[f] = None
+        self.checked = True
+        return [regs[o] for o in self.program["outputs"]]
+
+    def _check(self, idx: int, results) -> None:
+        inst = self.program["instructions"][idx]
+        for i, (r, want) in enumerate(zip(results, inst["shapes"])):
+            if inst["op"] == "sp.attention" and i == 1:
+                continue  # softmax statistics: the backend's own layout
+            if want is not None and isinstance(r, torch.Tensor) and list(r.shape) != want:
+                raise ProgramError(f"instruction {idx} ({inst['op']}, {inst['loc']}) produced shape "
+                                   f"{list(r.shape)}, the compiler declared {want}")

@@ -1,0 +1,36 @@
+"""Attention kernels behind sp.attention / sp.attention_grad: ATen's fused SDPA entry points,
+chosen by device. `lse` is the backend's softmax statistics, kept for the backward."""
+from __future__ import annotations
+
+import torch
+
+aten = torch.ops.aten
+
+
+def _repeat_kv(x: torch.Tensor, groups: int) -> torch.Tensor:
+    return x if groups == 1 else x.repeat_interleave(groups, dim=1)
+
+
+def attention(q, k, v, causal: bool, scale: float, kv_groups: int):
+    k, v = _repeat_kv(k, kv_groups), _repeat_kv(v, kv_groups)
+    if q.is_cuda:
+        out, lse, *_ = aten._scaled_dot_product_efficient_attention(q, k, v, None, True, 0.0, causal, scale=scale)
+        return out, lse
+    return aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal, scale=scale)
+
+
+def attention_grad(dout, q, k, v, out, lse, causal: bool, scale: float, kv_groups: int):
+    hk = k.shape[1]
+    k, v = _repeat_kv(k, kv_groups), _repeat_kv(v, kv_groups)
+    if q.is_cuda:
+        zero = torch.zeros((), dtype=torch.int64, device=q.device)
+        dq, dk, dv, _ = aten._scaled_dot_product_efficient_attention_backward(
+            dout, q, k, v, None, out, lse, zero, zero, 0.0, [True, True, True, False], causal, scale=scale)
+    else:
+        dq, dk, dv = aten._scaled_dot_product_flash_attention_for_cpu_backward(
+            dout, q, k, v, out, lse, 0.0, causal, scale=scale)
+    if kv_groups > 1:
+        b, _, s, d = dk.shape
+        dk = dk.view(b, hk, kv_groups, s, d).sum(2)
+        dv = dv.view(b, hk, kv_groups, s, d).sum(2)
+    return dq, dk, dv
