@@ -122,11 +122,10 @@ def capture_train_step(model: nn.Module, batch: int, seq_len: int) -> CapturedSt
     """The joint forward+backward graph of `loss = model(input_ids, labels)` at [batch, seq_len]."""
     named = dict(model.named_parameters(remove_duplicate=False))
     unique = dict(model.named_parameters())
-    aliases: dict[str, list[str]] = {n: [] for n in unique}
     first = {id(p): n for n, p in unique.items()}
+    tied: dict[int, list[str]] = {}   # tied parameters: every name of one tensor
     for n, p in named.items():
-        if n not in unique:
-            aliases[first[id(p)]].append(n)
+        tied.setdefault(id(p), []).append(n)
     buffers = dict(model.named_buffers())
     for n, b in buffers.items():
         if b.device.type == "meta":
@@ -165,6 +164,7 @@ def capture_train_step(model: nn.Module, batch: int, seq_len: int) -> CapturedSt
     pnames = [strip(n) for n in sig.parameters]
     bnames = [strip(n) for n in sig.buffers]
     return CapturedStep(
-        graph=gm, param_names=pnames, param_aliases={n: aliases.get(n, []) for n in pnames},
+        graph=gm, param_names=pnames,
+        param_aliases={n: [a for a in tied[id(named[n])] if a != n] for n in pnames},
         buffer_names=bnames, buffers={n: buffers[n].detach().cpu() for n in bnames}, grad_of=grad_of,
-        requires_grad={n: unique[n].requires_grad for n in pnames})
+        requires_grad={n: named[n].requires_grad for n in pnames})

@@ -4,7 +4,7 @@ Every call is an allowlisted ATen overload or an sp op with its attributes; shap
 and sharding were all decided by the passes, the runtime only follows. Format (JSON):
   args:         [{role, name, shape, dtype}]    the step's arguments, global shapes
   results:      ["loss", "grad:NAME", ...]
-  instructions: [{op, args, kwargs | attrs, out, shapes, loc, free}]
+  instructions: [{op, args, kwargs | attrs, out, shapes, dtypes, loc, free}]
   outputs:      registers of the results
 Operands: {"r": reg} | {"c": json value} | {"l": [operands]} | {"dtype": name} |
 {"memory_format": name} | {"layout": "strided"} | {"device": null} (the runtime's device).
@@ -113,8 +113,10 @@ def lower_to_host_program(module) -> dict:
             inst["op"], inst["args"], inst["kwargs"] = qualified, [_encode(x) for x in a], \
                 {k: _encode(x) for k, x in kw.items()}
         inst["out"] = [new_reg(r) for r in op.operation.results]
-        inst["shapes"] = [shape_of(r.type) if str(r.type).startswith("!torch.vtensor") else None
-                          for r in op.operation.results]
+        specs = [_tensor_spec(r.type) if str(r.type).startswith("!torch.vtensor") else (None, None)
+                 for r in op.operation.results]
+        inst["shapes"] = [s for s, _ in specs]
+        inst["dtypes"] = [d for _, d in specs]
         insts.append(inst)
 
     # drop each register after its last reader, so activations die as early as the order allows

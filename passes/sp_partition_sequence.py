@@ -15,7 +15,7 @@ from autosp.dialects.sp import AllGatherOp, AllReduceOp, AllToAllOp, AttentionGr
 from .aten_call import meta_shapes
 from .layouts import REP, Layout, local_shape
 from .registry import PassError, register
-from .sp_propagate_sequence import INT64_MAX, RESHAPE, SKIP
+from .sp_propagate_sequence import IDENTITY, INT64_MAX, RESHAPE, SKIP
 from .torch_ir import (aten, body_ops, const_float, const_int, const_none, const_value, func_of, int_list,
                        int_list_value, is_tensor, op_name, shape, strings, with_shape, const_bool)
 
@@ -178,8 +178,11 @@ class Partitioner:
 
     # ------------------------------------------------------------------ attention (Ulysses)
     def heads_of(self, op, v: ir.Value, kv: bool, q_heads: int) -> ir.Value:
-        if v in self.heads:
-            return self.heads[v]
+        src = v
+        while src not in self.heads and _is_identity(src):   # detach/alias of an attention output
+            src = src.owner.operation.operands[0]
+        if src in self.heads:
+            return self.heads[src]
         b, h, s, d = shape(v)
         with ir.InsertionPoint(op), op.location:
             if not kv or h % self.p == 0:
@@ -292,6 +295,11 @@ class Partitioner:
             elif lay.kind != "rep":
                 raise PassError(f"result {name} has layout {lay}; results must be replicated or partial",
                                 op.location)
+
+
+def _is_identity(v: ir.Value) -> bool:
+    owner = v.owner
+    return isinstance(owner, (ir.Operation, ir.OpView)) and op_name(owner) in IDENTITY
 
 
 def _dict_items(attr) -> list[tuple[str, str]]:

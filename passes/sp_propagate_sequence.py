@@ -284,6 +284,13 @@ class Rules:
         a, b = self.get(x[0]), self.get(x[1])
         return self._contract(op, a, b, batch=0)
 
+    def rule_aten_addmm(self, op, x, lay):
+        lays, _ = self._contract(op, self.get(x[1]), self.get(x[2]), batch=0)
+        bias = self.get(x[0])
+        if lays[0].kind == "partial" or bias.kind not in ("rep",) and bias != lays[0]:
+            self.fail(op, f"bias of layout {bias} cannot be added to a product of layout {lays[0]}")
+        return lays, {}
+
     def rule_aten_bmm(self, op, x, lay):
         return self._contract(op, self.get(x[0]), self.get(x[1]), batch=1)
 

@@ -57,6 +57,7 @@ def compile(model: nn.Module, example_inputs: tuple[torch.Tensor, torch.Tensor],
     from autosp.frontend.importer import import_step
     from autosp.passes import build_pass_manager, default_pipeline
     from autosp.passes.host_program import lower_to_host_program
+    from autosp.passes.registry import split_top
 
     input_ids, labels = example_inputs
     if input_ids.dim() != 2 or tuple(labels.shape) != tuple(input_ids.shape):
@@ -114,5 +115,6 @@ def compile(model: nn.Module, example_inputs: tuple[torch.Tensor, torch.Tensor],
     n_params = sum(int(torch.Size(p["shape"]).numel()) for p in params["parameters"].values())
     meta = {"compiler": f"autosp {__version__}", "model": model_name or type(model).__name__,
             "mesh": program["mesh"], "batch": batch, "seq_len": seq_len, "parameters": n_params,
-            "targets": ["host"], "pipeline": pipeline or default_pipeline(sp, dp)}
+            "targets": ["host"], "pipeline": pipeline or default_pipeline(sp, dp),
+            "stages": split_top((pipeline or default_pipeline(sp, dp)).removeprefix("builtin.module(")[:-1])}
     return CompiledArtifact(files, meta, timings)

@@ -42,7 +42,7 @@ def run_rank(artifact: str, spec: str, seed: int = 0, steps: int = 1, lr: float 
     batches = [batch_for(vocab, m.input_shape, seed + 1000 * d, ignore_every=7) for d in range(dp)]
     opt = torch.optim.AdamW(m.parameters(), lr=lr)
     ref_opt = torch.optim.AdamW(ref.parameters(), lr=lr)
-    ref_params = dict(ref.named_parameters())
+    ref_params = dict(ref.named_parameters(remove_duplicate=False))
     worst: dict[str, float] = {}
     loss_err = 0.0
     for step in range(steps):

@@ -1,0 +1,73 @@
+"""What an artifact does per step: stages, collectives and the bytes they move, parameters."""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+from autosp.runtime.artifact import DTYPES, Artifact
+
+COLLECTIVES = ("sp.all_to_all", "sp.all_reduce", "sp.all_gather", "sp.reduce_scatter", "sp.halo")
+
+
+def _bytes(shape: list[int], dtype: str) -> int:
+    return math.prod(shape) * DTYPES[dtype].itemsize
+
+
+def communication(program: dict) -> dict[str, dict[str, float]]:
+    """Per collective kind: count and bytes each rank sends per step (ring algorithms)."""
+    shapes = {i: (a["shape"], a["dtype"]) for i, a in enumerate(program["args"])}
+    for inst in program["instructions"]:
+        for r, s, d in zip(inst["out"], inst["shapes"], inst.get("dtypes", [None] * len(inst["out"]))):
+            if s is not None:
+                shapes[r] = (s, d)
+    sizes = {"sp": program["mesh"]["sp"], "dp": program["mesh"]["dp"]}
+    sizes["world"] = sizes["sp"] * sizes["dp"]
+    out: dict[str, dict[str, float]] = defaultdict(lambda: {"count": 0, "bytes": 0.0})
+    for inst in program["instructions"]:
+        if inst["op"] not in COLLECTIVES:
+            continue
+        n = sizes[inst["attrs"]["group"]]
+        shape, dtype = shapes[inst["args"][0]["r"]]
+        b = _bytes(shape, dtype)
+        if inst["op"] == "sp.all_reduce":
+            sent = 2 * (n - 1) / n * b
+        elif inst["op"] == "sp.halo":
+            sent = (n - 1) / n * b / shape[inst["attrs"]["dim"]] * inst["attrs"]["width"] * n
+        elif inst["op"] == "sp.all_gather":
+            sent = (n - 1) * b
+        else:  # all_to_all, reduce_scatter
+            sent = (n - 1) / n * b
+        entry = out[inst["op"]]
+        entry["count"] += 1
+        entry["bytes"] += sent
+    return dict(out)
+
+
+def human(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+    return str(n)
+
+
+def report(art: Artifact) -> str:
+    man, prog = art.manifest, art.program
+    lines = [f"artifact     {art.path}",
+             f"model        {man.get('model')}   ({man['parameters']:,} parameters)",
+             f"mesh         sp={prog['mesh']['sp']} x dp={prog['mesh']['dp']}   "
+             f"step input [{man['batch']}, {man['seq_len']}] tokens",
+             f"format       v{man['format_version']}  {man.get('compiler')}  targets: {', '.join(man.get('targets', []))}",
+             "stages       " + " -> ".join(["capture", "import"] + man.get("stages", []) + ["lower"]),
+             f"program      {len(prog['instructions'])} instructions"]
+    comm = communication(prog)
+    lines.append("collectives per step (bytes sent by each rank):")
+    total = 0.0
+    for kind in COLLECTIVES:
+        if kind in comm:
+            c = comm[kind]
+            total += c["bytes"]
+            lines.append(f"  {kind:18s} x{c['count']:<5d} {human(c['bytes']):>12s}")
+    lines.append(f"  {'total':18s} {'':6s} {human(total):>12s}")
+    return "\n".join(lines)
+
