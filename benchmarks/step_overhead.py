@@ -22,6 +22,7 @@ Goal (PASS/FAIL line): compiled / eager median step time <= 1.3 at every size.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import time
@@ -134,7 +135,7 @@ def main() -> None:
     print(f"tiny-llama: {c.num_hidden_layers} layers, hidden {c.hidden_size}, intermediate {c.intermediate_size}, "
           f"heads {c.num_attention_heads}/{c.num_key_value_heads}, vocab {c.vocab_size}, {n_params / 1e6:.2f} M params; "
           f"sp=1 on CPU, {torch.get_num_threads()} thread(s), median of {args.iters} interleaved iterations "
-          f"after {args.warmup} warmup")
+          f"after {args.warmup} warmup; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     head = f"{'batch x seq':>12} {'ops':>6} {'eager ms':>10} {'compiled ms':>12} {'ratio':>7} {'max grad err':>13}"
     rows = []
     with tempfile.TemporaryDirectory() as workdir:
@@ -145,7 +146,7 @@ def main() -> None:
             labels = torch.randint(0, c.vocab_size, (batch, seq), generator=gen)
             err = check_agreement(model, m, ids, labels)
             eager, compiled = measure(model, m, ids, labels, args.warmup, args.iters)
-            ops = len(m.program.steps)
+            ops = len(m.artifact.program["instructions"])
             rows.append((batch, seq, ops, eager, compiled, err))
             print(f"  {batch}x{seq}: eager {eager * 1e3:.2f} ms, compiled {compiled * 1e3:.2f} ms", flush=True)
     print()

@@ -14,6 +14,9 @@ import torch
 import torch.nn as nn
 from torch._functorch.aot_autograd import aot_export_module
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from autosp.runtime.artifact import ALLOWED_ATEN
 
 from .attention_op import AttentionCapture
 from .errors import CaptureError, CompileError, user_frame
@@ -101,6 +104,25 @@ class _StepMode(AttentionCapture):
         return out
 
 
+# dispatched while tracing but never part of a program (device queries, the semantic attention op)
+_TRACE_ONLY = {"prim.device.default", "autosp.attention.default"}
+
+
+class _OpCheck(TorchDispatchMode):
+    """A fake forward pass that names the first op the runtime cannot execute, at its source line
+    (the joint graph carries no usable source locations, the live Python stack does)."""
+
+    def __init__(self, mode: _StepMode):
+        super().__init__()
+        self.mode = mode
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = str(func)
+        if name not in ALLOWED_ATEN and name not in _TRACE_ONLY:
+            raise CaptureError(f"unsupported op {name}: the autosp runtime does not execute it", self.mode.where())
+        return func(*args, **(kwargs or {}))
+
+
 @contextlib.contextmanager
 def _hf_compat() -> Iterator[None]:
     """transformers probes position_ids for packed sequences with a data-dependent branch; a
@@ -152,9 +174,12 @@ def capture_train_step(model: nn.Module, batch: int, seq_len: int) -> CapturedSt
     model.train()
     try:
         with torch.nn.utils.stateless._reparametrize_module(model, swap, tie_weights=True), \
-                _hf_compat(), _StepMode(model, seq_len), warnings.catch_warnings():
+                _hf_compat(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            gm, sig = aot_export_module(step, [ids, labels], trace_joint=True, output_loss_index=0)
+            with _StepMode(model, seq_len) as mode, fake_mode, _OpCheck(mode):
+                step(ids, labels)
+            with _StepMode(model, seq_len):
+                gm, sig = aot_export_module(step, [ids, labels], trace_joint=True, output_loss_index=0)
     finally:
         model.train(was_training)
 

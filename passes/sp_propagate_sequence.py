@@ -233,6 +233,14 @@ class Rules:
 
     rule_aten_split_Tensor = rule_aten_split_with_sizes = _split
 
+    def rule_aten_unbind_int(self, op, x, lay):
+        d = int(const_value(x[1])[1]) % len(shape(x[0]))
+        if lay.sharded and d == lay.dim:
+            self.fail(op, "unbinding the sequence dim is not shard-local")
+        if lay.sharded and d < lay.dim:
+            lay = Layout(lay.kind, lay.dim - 1, lay.inner)
+        return [lay], {}
+
     def _sized_like_result(self, op, x, lay):
         """slice_backward / select_backward: the gradient has the layout of the sliced input."""
         d = int(const_value(x[2])[1]) % len(shape(op.operation.results[0]))

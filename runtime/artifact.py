@@ -44,7 +44,7 @@ ALLOWED_ATEN = frozenset(f"aten.{n}" for n in """
     view.default _unsafe_view.default reshape.default transpose.int permute.default t.default
     unsqueeze.default squeeze.dim squeeze.default expand.default slice.Tensor select.int cat.default
     stack.default split.Tensor split_with_sizes.default constant_pad_nd.default slice_backward.default
-    select_backward.default repeat_interleave.self_int
+    select_backward.default repeat_interleave.self_int unbind.int
     sum.dim_IntList sum.default mean.dim mean.default amax.default _softmax.default _log_softmax.default
     _softmax_backward_data.default _log_softmax_backward_data.default
     mm.default bmm.default addmm.default

@@ -11,7 +11,7 @@ import torch.nn as nn
 from autosp.frontend import CompileError, capture_train_step
 from autosp.runtime import artifact as schema
 
-__version__ = "0.1.0"
+from autosp import __version__
 
 
 @dataclass

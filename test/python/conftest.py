@@ -1,0 +1,54 @@
+"""Shared fixtures: small Hugging Face configs and a compile helper."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)   # py:models:NAME
+os.environ["PYTHONPATH"] = HERE + os.pathsep + os.environ.get("PYTHONPATH", "")   # spawned ranks too
+
+_COMMON = dict(vocab_size=96, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+               num_key_value_heads=2, max_position_embeddings=256, torch_dtype="float32")
+HF_CONFIGS = {
+    "llama": dict(_COMMON, model_type="llama", architectures=["LlamaForCausalLM"]),
+    "mistral": dict(_COMMON, model_type="mistral", architectures=["MistralForCausalLM"], sliding_window=None),
+    "qwen2": dict(_COMMON, model_type="qwen2", architectures=["Qwen2ForCausalLM"], tie_word_embeddings=True),
+}
+
+
+@pytest.fixture(scope="session")
+def hf_dir(tmp_path_factory):
+    """hf_dir(name) -> a directory holding that model's config.json."""
+    root = tmp_path_factory.mktemp("hf")
+
+    def make(name: str) -> str:
+        d = root / name
+        if not d.exists():
+            d.mkdir()
+            (d / "config.json").write_text(json.dumps(HF_CONFIGS[name]))
+        return str(d)
+    return make
+
+
+def spec_for(name: str, hf_dir) -> str:
+    return f"hf:{hf_dir(name)}" if name in HF_CONFIGS else name
+
+
+@pytest.fixture
+def compile_to(tmp_path):
+    """compile_to(spec, sp, dp=1, batch=2, seq=16) -> saved artifact path."""
+    import autosp
+    from autosp.frontend import load_model
+
+    def run(spec: str, sp: int, dp: int = 1, batch: int = 2, seq: int = 16) -> str:
+        model = load_model(spec, empty=True)
+        ids = torch.zeros(batch, seq, dtype=torch.long)
+        path = str(tmp_path / f"m-sp{sp}-dp{dp}.autosp")
+        autosp.compile(model, (ids, ids), sp=sp, dp=dp, model_name=spec).save(path)
+        return path
+    return run

@@ -1,0 +1,81 @@
+"""Small models that exercise the compiler's user-facing errors (loaded as py:models:NAME)."""
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from autosp.frontend.tiny_llama import TinyLlamaConfig, TinyLlamaForCausalLM
+
+
+class _Base(nn.Module):
+    def __init__(self, vocab: int = 64, d: int = 32, heads: int = 4):
+        super().__init__()
+        self.h, self.hd = heads, d // heads
+        self.emb = nn.Embedding(vocab, d)
+        self.qkv = nn.Linear(d, 3 * d, bias=False)
+        self.head = nn.Linear(d, vocab, bias=False)
+
+    def split(self, x):
+        b, s, _ = x.shape
+        q, k, v = self.qkv(x).view(b, s, 3, self.h, self.hd).permute(2, 0, 3, 1, 4)
+        return q, k, v
+
+    def attend(self, q, k, v):
+        raise NotImplementedError
+
+    def forward(self, input_ids, labels):
+        x = self.emb(input_ids)
+        a = self.attend(*self.split(x))
+        x = x + a.transpose(1, 2).reshape(x.shape)
+        logits = self.head(x)
+        shift = F.pad(labels, (0, 1), value=-100)[..., 1:]
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), shift.reshape(-1))
+
+
+class ManualAttention(_Base):
+    """Attention by hand: softmax(q k^T) v, not through SDPA."""
+
+    def attend(self, q, k, v):
+        scores = q @ k.transpose(-2, -1) / self.hd ** 0.5
+        return torch.softmax(scores, dim=-1) @ v
+
+
+class MaskedAttention(_Base):
+    def attend(self, q, k, v):
+        s = q.shape[2]
+        mask = torch.ones(s, s, dtype=torch.bool, device=q.device)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+class DropoutAttention(_Base):
+    def attend(self, q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=0.1, is_causal=True)
+
+
+class CumsumModel(_Base):
+    """Uses an op outside the runtime's allowlist (cumsum)."""
+
+    def attend(self, q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True).cumsum(dim=-1)
+
+
+def manual_attention() -> nn.Module:
+    return ManualAttention()
+
+
+def masked_attention() -> nn.Module:
+    return MaskedAttention()
+
+
+def dropout_attention() -> nn.Module:
+    return DropoutAttention()
+
+
+def cumsum_model() -> nn.Module:
+    return CumsumModel()
+
+
+def tiny_llama_tied() -> nn.Module:
+    """tiny-llama with tied input/output embeddings and one KV head (MQA)."""
+    return TinyLlamaForCausalLM(TinyLlamaConfig(num_key_value_heads=1, tie_word_embeddings=True))

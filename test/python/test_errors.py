@@ -1,0 +1,161 @@
+"""Bad input gets a clear error naming the numbers (and the source line), never a wrong result."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+import torch
+
+import autosp
+from autosp.frontend import CompileError, load_model
+from autosp.runtime import ArtifactError, IntegrityError
+
+MODELS_PY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "models.py")
+
+
+def _compile(spec: str, sp: int, seq: int = 16, batch: int = 2):
+    ids = torch.zeros(batch, seq, dtype=torch.long)
+    return autosp.compile(load_model(spec, empty=True), (ids, ids), sp=sp)
+
+
+def test_seq_not_divisible():
+    with pytest.raises(CompileError, match=r"sequence length 18 is not divisible by sp=4"):
+        _compile("builtin:tiny-llama", sp=4, seq=18)
+
+
+def test_heads_not_divisible():
+    with pytest.raises(CompileError, match=r"attention has 4 heads, which sp=8 does not divide"):
+        _compile("builtin:tiny-llama", sp=8, seq=16)
+
+
+def _line_of(text: str) -> int:
+    with open(MODELS_PY) as f:
+        return next(i for i, line in enumerate(f, 1) if text in line)
+
+
+def test_attention_not_through_sdpa_names_module_and_line():
+    with pytest.raises(CompileError) as e:
+        _compile("py:models:manual_attention", sp=2)
+    msg = str(e.value)
+    assert f"models.py:{_line_of('scores = q @ k.transpose')}" in msg
+    assert "ManualAttention" in msg and "scaled_dot_product_attention" in msg and "[16 x 16]" in msg
+
+
+def test_unsupported_op_names_op_and_line():
+    with pytest.raises(CompileError) as e:
+        _compile("py:models:cumsum_model", sp=2)
+    msg = str(e.value)
+    assert "unsupported op aten.cumsum.default" in msg
+    assert f"models.py:{_line_of('.cumsum(dim=-1)')}" in msg
+
+
+def test_explicit_mask_rejected():
+    with pytest.raises(CompileError, match=r"models.py:\d+.*explicit attn_mask is not supported"):
+        _compile("py:models:masked_attention", sp=2)
+
+
+def test_attention_dropout_rejected():
+    with pytest.raises(CompileError, match=r"dropout_p=0.1 is not supported"):
+        _compile("py:models:dropout_attention", sp=2)
+
+
+def test_bad_example_inputs():
+    with pytest.raises(CompileError, match=r"\[batch, seq\], got \[2, 16\] and \[2, 8\]"):
+        autosp.compile(load_model("builtin:tiny-llama", empty=True),
+                       (torch.zeros(2, 16, dtype=torch.long), torch.zeros(2, 8, dtype=torch.long)), sp=2)
+
+
+# ---------------------------------------------------------------------------------- artifacts
+@pytest.fixture(scope="module")
+def artifact(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("art") / "m.autosp")
+    _compile("builtin:tiny-llama", sp=1).save(path)
+    return path
+
+
+def _copy(src: str, tmp_path) -> str:
+    dst = str(tmp_path / "copy.autosp")
+    shutil.copytree(src, dst)
+    return dst
+
+
+def test_corrupted_file_named(artifact, tmp_path):
+    path = _copy(artifact, tmp_path)
+    prog = os.path.join(path, "program.json")
+    data = bytearray(open(prog, "rb").read())
+    data[100] ^= 1
+    open(prog, "wb").write(bytes(data))
+    with pytest.raises(IntegrityError, match=r"program.json: sha256 mismatch"):
+        autosp.load(path)
+
+
+def test_truncated_file_named(artifact, tmp_path):
+    path = _copy(artifact, tmp_path)
+    buf = os.path.join(path, "params.json")
+    data = open(buf, "rb").read()
+    open(buf, "wb").write(data[: len(data) // 2])
+    with pytest.raises(IntegrityError, match=r"params.json: truncated"):
+        autosp.load(path)
+
+
+def test_missing_file_named(artifact, tmp_path):
+    path = _copy(artifact, tmp_path)
+    os.remove(os.path.join(path, "program.mlir"))
+    with pytest.raises(IntegrityError, match=r"program.mlir: file listed in the manifest is missing"):
+        autosp.load(path)
+
+
+def test_newer_format_version(artifact, tmp_path):
+    path = _copy(artifact, tmp_path)
+    man = os.path.join(path, "manifest.json")
+    meta = json.load(open(man))
+    meta["format_version"] = 99
+    json.dump(meta, open(man, "w"))
+    with pytest.raises(ArtifactError, match=r"format version 99 is newer than this runtime supports \(1\)"):
+        autosp.load(path)
+
+
+def test_op_outside_allowlist_refused(artifact, tmp_path):
+    """A program naming an op the runtime does not allow is refused at load (manifest re-signed)."""
+    from autosp.runtime import artifact as schema
+    path = _copy(artifact, tmp_path)
+    prog = json.loads(open(os.path.join(path, "program.json")).read())
+    prog["instructions"][5]["op"] = "aten.cumsum.default"
+    files = {rel: open(os.path.join(path, rel), "rb").read() for rel in json.load(open(os.path.join(path, "manifest.json")))["files"]}
+    files["program.json"] = json.dumps(prog).encode()
+    meta = {k: v for k, v in json.load(open(os.path.join(path, "manifest.json"))).items()
+            if k not in ("files", "format_version", "layout")}
+    schema.write(path, files, meta)
+    with pytest.raises(ArtifactError, match=r"'aten.cumsum.default', which is not in the runtime's op allowlist"):
+        autosp.load(path)
+
+
+def test_wrong_input_shape(artifact):
+    m = autosp.load(artifact)
+    with pytest.raises(ValueError, match=r"compiled for input_ids and labels of shape \[2, 16\], got \[2, 8\]"):
+        m(torch.zeros(2, 8, dtype=torch.long), torch.zeros(2, 8, dtype=torch.long))
+
+
+def test_sp_artifact_without_process_group(tmp_path):
+    path = str(tmp_path / "sp2.autosp")
+    _compile("builtin:tiny-llama", sp=2).save(path)
+    with pytest.raises(ArtifactError, match=r"compiled for sp=2 x dp=1 = 2 ranks; initialize a process group"):
+        autosp.load(path)
+
+
+def _load_in_group(path: str) -> str:
+    try:
+        autosp.load(path)
+    except ArtifactError as e:
+        return str(e)
+    return "loaded"
+
+
+def test_wrong_world_size(tmp_path):
+    from autosp.launch import spawn
+    path = str(tmp_path / "sp2.autosp")
+    _compile("builtin:tiny-llama", sp=2).save(path)
+    msgs = spawn(3, _load_in_group, path)
+    assert all("compiled for sp=2 x dp=1 = 2 ranks, but the process group has 3" in m for m in msgs), msgs
