@@ -6,6 +6,8 @@ live on meta). Attention goes through `autosp::attention` (see attention_op.py).
 from __future__ import annotations
 
 import contextlib
+import difflib
+import operator
 import warnings
 from dataclasses import dataclass, field
 from typing import Iterator
@@ -19,7 +21,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from autosp.runtime.artifact import ALLOWED_ATEN
 
 from .attention_op import AttentionCapture
-from .errors import CaptureError, CompileError, user_frame
+from .errors import CaptureError, CompileError, user_frame, user_source
 
 _MATMULS = {torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.bmm, torch.einsum,
             torch.baddbmm}
@@ -109,18 +111,55 @@ _TRACE_ONLY = {"prim.device.default", "autosp.attention.default"}
 
 
 class _OpCheck(TorchDispatchMode):
-    """A fake forward pass that names the first op the runtime cannot execute, at its source line
-    (the joint graph carries no usable source locations, the live Python stack does)."""
+    """A fake forward pass over the live Python stack (the joint graph export carries no usable
+    source locations): names the first op the runtime cannot execute at its source line, and logs
+    (op, source) of every forward op so the joint graph's nodes can get their locations back."""
 
     def __init__(self, mode: _StepMode):
         super().__init__()
         self.mode = mode
+        self.log: list[tuple[str, tuple[str, int] | None]] = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = str(func)
         if name not in ALLOWED_ATEN and name not in _TRACE_ONLY:
             raise CaptureError(f"unsupported op {name}: the autosp runtime does not execute it", self.mode.where())
+        self.log.append((name, user_source()))
         return func(*args, **(kwargs or {}))
+
+
+_PASS_THROUGH = (operator.getitem, torch.ops.aten.detach.default, torch.ops.aten.alias.default)
+
+
+def _restore_locations(gm: torch.fx.GraphModule, log: list[tuple[str, tuple[str, int] | None]]) -> None:
+    """Give joint-graph nodes source lines: a forward node takes the line of the logged forward op it
+    aligns with (same op sequence); a backward node the line of the latest forward value it reads
+    (what it differentiates), else of its first located input."""
+    nodes = [n for n in gm.graph.nodes if n.op == "call_function"]
+    matcher = difflib.SequenceMatcher(None, [str(n.target) for n in nodes], [name for name, _ in log],
+                                      autojunk=False)
+    located: dict[torch.fx.Node, tuple[str, int]] = {}
+    for block in matcher.get_matching_blocks():
+        for i in range(block.size):
+            src = log[block.b + i][1]
+            if src is not None:
+                located[nodes[block.a + i]] = src
+                nodes[block.a + i].meta["stack_trace"] = f'File "{src[0]}", line {src[1]}, in forward'
+    for node in nodes:   # getitem / detach / alias read the line of the op that made their input
+        if node.target in _PASS_THROUGH and node.args[0] in located and node not in located:
+            located[node] = located[node.args[0]]
+            node.meta["stack_trace"] = node.args[0].meta["stack_trace"]
+    forward = dict(located)
+    order = {n: i for i, n in enumerate(nodes)}
+    for node in nodes:
+        if node in located:
+            continue
+        fwd_inputs = [a for a in node.all_input_nodes if a in forward]
+        src = forward[max(fwd_inputs, key=order.__getitem__)] if fwd_inputs else \
+            next((located[a] for a in node.all_input_nodes if a in located), None)
+        if src is not None:
+            located[node] = src
+            node.meta["stack_trace"] = f'File "{src[0]}", line {src[1]}, in backward'
 
 
 @contextlib.contextmanager
@@ -176,10 +215,11 @@ def capture_train_step(model: nn.Module, batch: int, seq_len: int) -> CapturedSt
         with torch.nn.utils.stateless._reparametrize_module(model, swap, tie_weights=True), \
                 _hf_compat(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            with _StepMode(model, seq_len) as mode, fake_mode, _OpCheck(mode):
+            with _StepMode(model, seq_len) as mode, fake_mode, _OpCheck(mode) as check:
                 step(ids, labels)
-            with _StepMode(model, seq_len):
+            with _StepMode(model, seq_len), torch.fx.traceback.preserve_node_meta():  # seq_nr links bwd to fwd
                 gm, sig = aot_export_module(step, [ids, labels], trace_joint=True, output_loss_index=0)
+        _restore_locations(gm, check.log)
     finally:
         model.train(was_training)
 

@@ -14,6 +14,9 @@ _SKIP = (os.path.dirname(torch.__file__), os.path.dirname(os.path.abspath(__file
          os.sep + "transformers" + os.sep + "utils" + os.sep)
 
 
+_BUILTIN_MODELS = (os.sep + "tiny_llama.py",)   # model code shipped inside the frontend
+
+
 class CompileError(Exception):
     """An error in the user's model or arguments, with the numbers involved."""
 
@@ -26,9 +29,16 @@ class CaptureError(CompileError):
     pass
 
 
-def user_frame() -> str | None:
-    """file:line of the innermost frame that belongs to model code (not torch, not autosp)."""
+def user_source() -> tuple[str, int] | None:
+    """(file, line) of the innermost frame that belongs to model code (not torch, not autosp)."""
     for fr in reversed(traceback.extract_stack()[:-1]):
-        if not fr.filename.startswith(_SKIP) and not any(s in fr.filename for s in _SKIP):
-            return f"{fr.filename}:{fr.lineno}"
+        plumbing = fr.filename.startswith(_SKIP) or any(s in fr.filename for s in _SKIP)
+        if not plumbing or fr.filename.endswith(_BUILTIN_MODELS):
+            return fr.filename, fr.lineno
     return None
+
+
+def user_frame() -> str | None:
+    """file:line of the innermost model-code frame."""
+    src = user_source()
+    return f"{src[0]}:{src[1]}" if src else None

@@ -9,6 +9,7 @@ from typing import Any, Callable
 import torch
 from torch_mlir import ir
 
+from autosp.runtime.artifact import resolve
 from .torch_ir import const_value, is_tensor, op_name, shape
 
 # torch ScalarType codes as torch-mlir prints them
@@ -26,11 +27,6 @@ def overload_name(name: str) -> str | None:
     if len(parts) not in (3, 4) or parts[0] != "torch" or parts[1] not in ("aten", "prims"):
         return None
     return ".".join(parts[1:3] + [parts[3] if len(parts) == 4 else "default"])
-
-
-def resolve(qualified: str) -> torch._ops.OpOverload:
-    ns, name, overload = qualified.split(".")
-    return getattr(getattr(getattr(torch.ops, ns), name), overload)
 
 
 def schema_kind(arg: torch._C.Argument) -> str:

@@ -20,7 +20,7 @@ from torch_mlir import ir
 from autosp.runtime.artifact import ALLOWED_ATEN, DTYPE_NAMES, FORMAT_VERSION
 from .aten_call import ELEMENT_TYPES, decode, overload_name
 from .registry import PassError
-from .torch_ir import body_ops, dtype_str, func_of, location_str, op_name, shape, strings
+from .torch_ir import body_ops, dtype_str, func_of, location_str, op_name, strings
 
 _SKIP = ("torch.constant.", "torch.prim.ListConstruct")
 

@@ -13,7 +13,7 @@ from torch_mlir import ir
 from .layouts import PARTIAL, REP, Layout, reshape_seq, seq
 from .registry import PassError, register
 from .torch_ir import (body_ops, const_value, func_of, int_list, is_tensor, is_tensor_list, op_name, shape,
-                       string_array, strings, users)
+                       string_array, strings)
 
 A = "torch.aten."
 UNARY = {A + n for n in (

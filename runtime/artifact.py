@@ -55,6 +55,12 @@ SP_OPS = frozenset({"sp.attention", "sp.attention_grad", "sp.all_to_all", "sp.al
                     "sp.reduce_scatter", "sp.shard_slice", "sp.halo", "prim.unpack"})
 
 
+def resolve(qualified: str) -> torch._ops.OpOverload:
+    """'aten.sum.dim_IntList' -> torch.ops.aten.sum.dim_IntList."""
+    ns, name, overload = qualified.split(".")
+    return getattr(getattr(getattr(torch.ops, ns), name), overload)
+
+
 class ArtifactError(Exception):
     pass
 

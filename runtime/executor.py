@@ -9,7 +9,7 @@ from typing import Any, Callable
 import torch
 
 from . import kernels
-from .artifact import ALLOWED_ATEN, DTYPES, SP_OPS, ArtifactError
+from .artifact import ALLOWED_ATEN, DTYPES, SP_OPS, ArtifactError, resolve
 from .collectives import Mesh
 
 
@@ -23,8 +23,7 @@ _FUNCTIONAL = {"aten.view.default": "aten.reshape.default", "aten._unsafe_view.d
 
 
 def _resolve(qualified: str):
-    ns, name, overload = _FUNCTIONAL.get(qualified, qualified).split(".")
-    return getattr(getattr(getattr(torch.ops, ns), name), overload)
+    return resolve(_FUNCTIONAL.get(qualified, qualified))
 
 
 class Program:

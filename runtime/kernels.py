@@ -12,23 +12,23 @@ def _repeat_kv(x: torch.Tensor, groups: int) -> torch.Tensor:
 
 
 def attention(q, k, v, causal: bool, scale: float, kv_groups: int):
-    k, v = _repeat_kv(k, kv_groups), _repeat_kv(v, kv_groups)
     if q.is_cuda:
+        k, v = _repeat_kv(k, kv_groups), _repeat_kv(v, kv_groups)
         out, lse, *_ = aten._scaled_dot_product_efficient_attention(q, k, v, None, True, 0.0, causal, scale=scale)
         return out, lse
+    # the CPU flash kernel takes grouped K/V as they are
     return aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal, scale=scale)
 
 
 def attention_grad(dout, q, k, v, out, lse, causal: bool, scale: float, kv_groups: int):
+    if not q.is_cuda:
+        return aten._scaled_dot_product_flash_attention_for_cpu_backward(
+            dout, q, k, v, out, lse, 0.0, causal, scale=scale)
     hk = k.shape[1]
     k, v = _repeat_kv(k, kv_groups), _repeat_kv(v, kv_groups)
-    if q.is_cuda:
-        zero = torch.zeros((), dtype=torch.int64, device=q.device)
-        dq, dk, dv, _ = aten._scaled_dot_product_efficient_attention_backward(
-            dout, q, k, v, None, out, lse, zero, zero, 0.0, [True, True, True, False], causal, scale=scale)
-    else:
-        dq, dk, dv = aten._scaled_dot_product_flash_attention_for_cpu_backward(
-            dout, q, k, v, out, lse, 0.0, causal, scale=scale)
+    zero = torch.zeros((), dtype=torch.int64, device=q.device)
+    dq, dk, dv, _ = aten._scaled_dot_product_efficient_attention_backward(
+        dout, q, k, v, None, out, lse, zero, zero, 0.0, [True, True, True, False], causal, scale=scale)
     if kv_groups > 1:
         b, _, s, d = dk.shape
         dk = dk.view(b, hk, kv_groups, s, d).sum(2)

@@ -96,7 +96,7 @@ def compile(model: nn.Module, example_inputs: tuple[torch.Tensor, torch.Tensor],
             from autosp.passes.torch_ir import location_str
             where = location_str(loc) if loc is not None else ""
             raise CompileError(str(e), where if where and not where.startswith("<") else None) from None
-        mlir_text = str(module)
+        mlir_text = module.operation.get_asm(enable_debug_info=True)  # with the model source lines
         timings["lower"] = time.perf_counter() - t
 
     files = {"program.json": json.dumps(program).encode(), "program.mlir": mlir_text.encode()}
