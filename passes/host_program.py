@@ -11,6 +11,7 @@ Operands: {"r": reg} | {"c": json value} | {"l": [operands]} | {"dtype": name} |
 """
 from __future__ import annotations
 
+import itertools
 import re
 from typing import Any
 
@@ -23,6 +24,7 @@ from .registry import PassError
 from .torch_ir import body_ops, dtype_str, func_of, location_str, op_name, strings
 
 _SKIP = ("torch.constant.", "torch.prim.ListConstruct")
+_IDENTITY = {"torch.aten.detach", "torch.aten.alias", "torch.aten.clone", "torch.aten.lift_fresh_copy"}
 
 
 def _encode(val: Any) -> Any:
@@ -67,9 +69,10 @@ def lower_to_host_program(module) -> dict:
     func = func_of(module)
     block = func.regions[0].blocks[0]
     reg: dict[ir.Value, int] = {}
+    count = itertools.count()
 
     def new_reg(v: ir.Value) -> int:
-        reg[v] = len(reg)
+        reg[v] = next(count)
         return reg[v]
 
     args = []
@@ -94,6 +97,9 @@ def lower_to_host_program(module) -> dict:
             continue
         if name == "func.return":
             outputs = [reg[v] for v in op.operation.operands]
+            continue
+        if name in _IDENTITY:   # values are immutable: a copy or detach is the same register
+            reg[op.operation.results[0]] = reg[op.operation.operands[0]]
             continue
         inst: dict[str, Any] = {"loc": loc}
         if name.startswith("sp."):
@@ -134,7 +140,7 @@ def lower_to_host_program(module) -> dict:
         "mesh": {"sp": _attr(mesh["sp"]), "dp": _attr(mesh["dp"])} if mesh else {"sp": 1, "dp": 1},
         "args": args,
         "results": strings(func.attributes["sp.results"]),
-        "num_registers": len(reg),
+        "num_registers": next(count),
         "instructions": insts,
         "outputs": outputs,
     }
