@@ -109,7 +109,7 @@ def compile(model: nn.Module, example_inputs: tuple[torch.Tensor, torch.Tensor],
     for name in step.buffer_names:
         buf = step.buffers[name].contiguous()
         rel = f"buffers/{name}.bin"
-        files[rel] = buf.view(torch.uint8).numpy().tobytes() if buf.numel() else b""
+        files[rel] = buf.reshape(-1).view(torch.uint8).numpy().tobytes() if buf.numel() else b""
         params["buffers"][name] = {"shape": list(buf.shape), "dtype": schema.DTYPE_NAMES[buf.dtype], "file": rel}
     files["params.json"] = json.dumps(params, indent=1).encode()
     n_params = sum(int(torch.Size(p["shape"]).numel()) for p in params["parameters"].values())

@@ -18,6 +18,12 @@ HF_CONFIGS = {
     "llama": dict(_COMMON, model_type="llama", architectures=["LlamaForCausalLM"]),
     "mistral": dict(_COMMON, model_type="mistral", architectures=["MistralForCausalLM"], sliding_window=None),
     "qwen2": dict(_COMMON, model_type="qwen2", architectures=["Qwen2ForCausalLM"], tie_word_embeddings=True),
+    # more causal LMs whose attention goes through SDPA: no model-specific code in autosp
+    "gemma": dict(_COMMON, model_type="gemma", architectures=["GemmaForCausalLM"], head_dim=8),
+    "phi3": dict(_COMMON, model_type="phi3", architectures=["Phi3ForCausalLM"], pad_token_id=0),
+    "olmo2": dict(_COMMON, model_type="olmo2", architectures=["Olmo2ForCausalLM"], pad_token_id=0),
+    "gpt_neox": dict(_COMMON, model_type="gpt_neox", architectures=["GPTNeoXForCausalLM"], rotary_pct=0.5,
+                     num_key_value_heads=4),
 }
 
 

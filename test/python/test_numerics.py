@@ -27,6 +27,12 @@ def test_matches_eager(model, sp, hf_dir, compile_to):
     _check(verify(compile_to(spec, sp), spec, nproc=sp, steps=3), steps=3)
 
 
+@pytest.mark.parametrize("model", ["gemma", "phi3", "olmo2", "gpt_neox"])
+def test_other_sdpa_models(model, hf_dir, compile_to):
+    spec = spec_for(model, hf_dir)
+    _check(verify(compile_to(spec, 2), spec, nproc=2, steps=1), steps=1)
+
+
 def test_sp2_dp2_matches_ddp(compile_to):
     """world 4 = sp 2 x dp 2: every replica its own batch, gradients averaged as DDP does."""
     reports = verify(compile_to("builtin:tiny-llama", sp=2, dp=2), "builtin:tiny-llama", nproc=4, steps=3)
