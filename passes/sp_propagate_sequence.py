@@ -210,13 +210,17 @@ class Rules:
                           "at the end followed by a slice (a label shift) is")
         return [Layout("halo", lay.dim, after)], {}
 
-    def rule_aten_select_int(self, op, x, lay):
+    def _drop_dim(self, op, x, lay):
+        """select.int / unbind.int remove dim d (operand 1)."""
         d = int(const_value(x[1])[1]) % len(shape(x[0]))
         if lay.sharded and d == lay.dim:
-            self.fail(op, "selecting one position of the sequence dim is not shard-local")
+            what = "selecting one position of" if op_name(op).endswith("select.int") else "unbinding"
+            self.fail(op, f"{what} the sequence dim is not shard-local")
         if lay.sharded and d < lay.dim:
             lay = Layout(lay.kind, lay.dim - 1, lay.inner)
         return [lay], {}
+
+    rule_aten_select_int = rule_aten_unbind_int = _drop_dim
 
     def rule_aten_cat(self, op, x, lay):
         d = int(const_value(x[1])[1])
@@ -232,14 +236,6 @@ class Rules:
         return [lay] * len(op.operation.results), {}
 
     rule_aten_split_Tensor = rule_aten_split_with_sizes = _split
-
-    def rule_aten_unbind_int(self, op, x, lay):
-        d = int(const_value(x[1])[1]) % len(shape(x[0]))
-        if lay.sharded and d == lay.dim:
-            self.fail(op, "unbinding the sequence dim is not shard-local")
-        if lay.sharded and d < lay.dim:
-            lay = Layout(lay.kind, lay.dim - 1, lay.inner)
-        return [lay], {}
 
     def _sized_like_result(self, op, x, lay):
         """slice_backward / select_backward: the gradient has the layout of the sliced input."""
