@@ -118,37 +118,39 @@ class _OpCheck(TorchDispatchMode):
     def __init__(self, mode: _StepMode):
         super().__init__()
         self.mode = mode
-        self.log: list[tuple[str, tuple[str, int] | None]] = []
+        self.log: list[tuple[str, tuple[str, int, str] | None]] = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = str(func)
         if name not in ALLOWED_ATEN and name not in _TRACE_ONLY:
             raise CaptureError(f"unsupported op {name}: the autosp runtime does not execute it", self.mode.where())
-        self.log.append((name, user_source()))
+        src = user_source()
+        module = self.mode.stack[-1][0] if self.mode.stack else ""
+        module = "" if module in ("<root>", "?") else module    # the model itself / autosp's wrapper
+        self.log.append((name, (*src, module) if src else None))
         return func(*args, **(kwargs or {}))
 
 
 _PASS_THROUGH = (operator.getitem, torch.ops.aten.detach.default, torch.ops.aten.alias.default)
 
 
-def _restore_locations(gm: torch.fx.GraphModule, log: list[tuple[str, tuple[str, int] | None]]) -> None:
-    """Give joint-graph nodes source lines: a forward node takes the line of the logged forward op it
-    aligns with (same op sequence); a backward node the line of the latest forward value it reads
-    (what it differentiates), else of its first located input."""
+def _restore_locations(gm: torch.fx.GraphModule, log: list[tuple[str, tuple[str, int, str] | None]]) -> None:
+    """Give joint-graph nodes source lines and module paths (meta "autosp_src" = (file, line, module)):
+    a forward node takes those of the logged forward op it aligns with (same op sequence); a backward
+    node those of the latest forward value it reads (what it differentiates), else of its first
+    located input."""
     nodes = [n for n in gm.graph.nodes if n.op == "call_function"]
     matcher = difflib.SequenceMatcher(None, [str(n.target) for n in nodes], [name for name, _ in log],
                                       autojunk=False)
-    located: dict[torch.fx.Node, tuple[str, int]] = {}
+    located: dict[torch.fx.Node, tuple[str, int, str]] = {}
     for block in matcher.get_matching_blocks():
         for i in range(block.size):
             src = log[block.b + i][1]
             if src is not None:
                 located[nodes[block.a + i]] = src
-                nodes[block.a + i].meta["stack_trace"] = f'File "{src[0]}", line {src[1]}, in forward'
     for node in nodes:   # getitem / detach / alias read the line of the op that made their input
         if node.target in _PASS_THROUGH and node.args[0] in located and node not in located:
             located[node] = located[node.args[0]]
-            node.meta["stack_trace"] = node.args[0].meta["stack_trace"]
     forward = dict(located)
     order = {n: i for i, n in enumerate(nodes)}
     for node in nodes:
@@ -159,7 +161,8 @@ def _restore_locations(gm: torch.fx.GraphModule, log: list[tuple[str, tuple[str,
             next((located[a] for a in node.all_input_nodes if a in located), None)
         if src is not None:
             located[node] = src
-            node.meta["stack_trace"] = f'File "{src[0]}", line {src[1]}, in backward'
+    for node, src in located.items():
+        node.meta["autosp_src"] = src
 
 
 @contextlib.contextmanager

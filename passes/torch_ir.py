@@ -39,9 +39,15 @@ def string_array(xs: list[str]) -> ir.ArrayAttr:
 
 
 def location_str(loc: ir.Location) -> str:
-    """file:line of the innermost frame of a location, or '' when unknown."""
-    m = re.search(r'loc\((?:callsite\()?"([^"]+)":(\d+):(\d+)', str(loc))
+    """file:line of a location (inside a module-path NameLoc or a callsite), or '' when unknown."""
+    m = re.search(r'"([^"]+)":(\d+):(\d+)', str(loc))
     return f"{m.group(1)}:{m.group(2)}" if m else ""
+
+
+def location_module(loc: ir.Location) -> str:
+    """The nn.Module path a location names (capture wraps model lines in it), or ''."""
+    m = re.match(r'loc\("([^"]+)"\(', str(loc))
+    return m.group(1) if m else ""
 
 
 def is_tensor(v: ir.Value) -> bool:
