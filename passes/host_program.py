@@ -20,7 +20,7 @@ from torch_mlir import ir
 
 from autosp.runtime.artifact import ALLOWED_ATEN, DTYPE_NAMES, FORMAT_VERSION
 from .aten_call import ELEMENT_TYPES, decode, overload_name
-from .registry import PassError
+from .registry import PassError, func_attr
 from .torch_ir import body_ops, dtype_str, func_of, location_str, op_name, strings
 
 _SKIP = ("torch.constant.", "torch.prim.ListConstruct")
@@ -76,7 +76,7 @@ def lower_to_host_program(module) -> dict:
         return reg[v]
 
     args = []
-    for role, a in zip(strings(func.attributes["sp.args"]), block.arguments):
+    for role, a in zip(strings(func_attr(func, "sp.args")), block.arguments):
         kind, _, name = role.partition(":")
         s, dt = _tensor_spec(a.type)
         args.append({"role": kind, "name": name, "shape": s, "dtype": dt})
@@ -139,7 +139,7 @@ def lower_to_host_program(module) -> dict:
         "format_version": FORMAT_VERSION,
         "mesh": {"sp": _attr(mesh["sp"]), "dp": _attr(mesh["dp"])} if mesh else {"sp": 1, "dp": 1},
         "args": args,
-        "results": strings(func.attributes["sp.results"]),
+        "results": strings(func_attr(func, "sp.results")),
         "num_registers": next(count),
         "instructions": insts,
         "outputs": outputs,

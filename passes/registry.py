@@ -31,6 +31,18 @@ class PassError(Exception):
         self.location = location
 
 
+_PRODUCERS = {"sp.args": "the importer (argument roles)", "sp.results": "the importer (result names)",
+              "sp.arg_layouts": "sp-propagate-sequence", "sp.seq_len": "sp-propagate-sequence"}
+
+
+def func_attr(func, name: str) -> ir.Attribute:
+    """An sp.* attribute of the step function, or a diagnostic naming what should have set it."""
+    if name not in func.attributes:
+        raise PassError(f"the function has no '{name}' attribute; it is set by {_PRODUCERS.get(name, 'an earlier pass')}",
+                        func.location)
+    return func.attributes[name]
+
+
 def register(name: str, description: str):
     """Decorator: fn(module_op, **options) becomes pass `name`; PassError becomes a diagnostic."""
     def deco(fn: Callable) -> Callable:

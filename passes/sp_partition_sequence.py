@@ -14,7 +14,7 @@ from autosp.dialects.sp import AllGatherOp, AllReduceOp, AllToAllOp, AttentionGr
     ShardSliceOp
 from .aten_call import meta_shapes
 from .layouts import REP, Layout, local_shape
-from .registry import PassError, register
+from .registry import PassError, func_attr, register
 from .sp_propagate_sequence import IDENTITY, INT64_MAX, RESHAPE, SKIP
 from .torch_ir import (aten, body_ops, const_float, const_int, const_none, const_value, func_of, int_list_value, is_tensor, op_name, shape, strings, with_shape, const_bool)
 
@@ -33,7 +33,7 @@ def _str(s: str) -> ir.StringAttr:
 class Partitioner:
     def __init__(self, func, p: int, dp: int):
         self.func, self.p, self.dp = func, p, dp
-        self.seq_len = ir.IntegerAttr(func.attributes["sp.seq_len"]).value
+        self.seq_len = ir.IntegerAttr(func_attr(func, "sp.seq_len")).value
         self.layout: dict[ir.Value, Layout] = {}
         self.converted: dict[tuple[ir.Value, str], ir.Value] = {}
         self.heads: dict[ir.Value, ir.Value] = {}      # seq-sharded value -> its head-sharded form
@@ -87,8 +87,8 @@ class Partitioner:
     # ------------------------------------------------------------------ driver
     def run(self) -> None:
         block = self.func.regions[0].blocks[0]
-        roles = strings(self.func.attributes["sp.args"])
-        arg_lays = [Layout.parse(s) for s in strings(self.func.attributes["sp.arg_layouts"])]
+        roles = strings(func_attr(self.func, "sp.args"))
+        arg_lays = [Layout.parse(s) for s in strings(func_attr(self.func, "sp.arg_layouts"))]
         if self.seq_len % self.p:
             raise PassError(f"sequence length {self.seq_len} is not divisible by sp={self.p}", self.func.location)
         for role, a, lay in zip(roles, block.arguments, arg_lays):
@@ -280,7 +280,7 @@ class Partitioner:
 
     # ------------------------------------------------------------------ results
     def on_return(self, op) -> None:
-        names = strings(self.func.attributes["sp.results"])
+        names = strings(func_attr(self.func, "sp.results"))
         for i, (name, v) in enumerate(zip(names, op.operation.operands)):
             lay = self.layout.get(v, REP)
             if lay.kind == "partial":

@@ -11,7 +11,7 @@ from __future__ import annotations
 from torch_mlir import ir
 
 from .layouts import PARTIAL, REP, Layout, reshape_seq, seq
-from .registry import PassError, register
+from .registry import PassError, func_attr, register
 from .torch_ir import (body_ops, const_value, func_of, int_list, is_tensor, is_tensor_list, op_name, shape,
                        string_array, strings)
 
@@ -362,7 +362,7 @@ def demands_attr(demands: dict[int, Layout]) -> ir.DictAttr:
 @register("sp-propagate-sequence", "assign rep / partial / seq<d> layouts to every value")
 def propagate_sequence(module_op) -> None:
     func = func_of(module_op)
-    roles = strings(func.attributes["sp.args"])
+    roles = strings(func_attr(func, "sp.args"))
     args = list(func.regions[0].blocks[0].arguments)
     inputs = [a for r, a in zip(roles, args) if r.startswith("input:")]
     if not inputs:

@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     text = sys.stdin.read() if a.input == "-" else open(a.input).read()
     fname = "<stdin>" if a.input == "-" else a.input
-    chunks = re.split(r"^// -----\s*$", text, flags=re.M) if a.split_input_file else [text]
+    chunks = re.split(r"^// -----[ \t]*$", text, flags=re.M) if a.split_input_file else [text]
     outputs, rc, offset = [], 0, 0
 
     def where(loc) -> str:
