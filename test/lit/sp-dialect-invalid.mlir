@@ -46,6 +46,31 @@ func.func @grad_result_count(%q: !torch.vtensor<[2,4,8,16],f32>, %l: !torch.vten
 }
 
 // -----
+// The verifiers read operands by index: a wrong count must reach IRDL's diagnostic, not crash.
+func.func @attention_two_operands(%q: !torch.vtensor<[2,4,8,16],f32>) -> !torch.vtensor<[2,4,8,16],f32> {
+  // CHECK: {{.*}}sp-dialect-invalid.mlir:[[# @LINE + 1]]:12: error: op expects exactly 3 operands, but got 2
+  %o, %l = "sp.attention"(%q, %q) {causal = true, scale = 0.25 : f64, kv_groups = 1 : i64} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>)
+  return %o : !torch.vtensor<[2,4,8,16],f32>
+}
+// -----
+func.func @attention_grad_three_operands(%q: !torch.vtensor<[2,4,8,16],f32>) {
+  // CHECK: {{.*}}sp-dialect-invalid.mlir:[[# @LINE + 1]]:10: error: op expects exactly 6 operands, but got 3
+  %a:3 = "sp.attention_grad"(%q, %q, %q) {causal = true, scale = 0.25 : f64, kv_groups = 1 : i64} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>)
+  return
+}
+// -----
+func.func @all_reduce_no_operand() -> !torch.vtensor<[2,8],f32> {
+  // CHECK: {{.*}}sp-dialect-invalid.mlir:[[# @LINE + 1]]:8: error: op expects exactly 1 operands, but got 0
+  %0 = "sp.all_reduce"() {op = "sum", group = "sp"} : () -> !torch.vtensor<[2,8],f32>
+  return %0 : !torch.vtensor<[2,8],f32>
+}
+// -----
+func.func @halo_no_result(%x: !torch.vtensor<[2,8],si64>) {
+  // CHECK: {{.*}}sp-dialect-invalid.mlir:[[# @LINE + 1]]:3: error: op expects exactly 1 results, but got 0
+  "sp.halo"(%x) {dim = 1 : i64, width = 1 : i64, fill = -100.0 : f64, group = "sp"} : (!torch.vtensor<[2,8],si64>) -> ()
+  return
+}
+// -----
 func.func @unknown_op(%x: !torch.vtensor<[2,8,4],f32>) -> !torch.vtensor<[2,8,4],f32> {
   // CHECK: {{.*}}sp-dialect-invalid.mlir:[[# @LINE + 1]]:8: error: unregistered operation 'sp.broadcast' found in dialect ('sp') that does not allow unknown operations
   %0 = "sp.broadcast"(%x) {group = "sp"} : (!torch.vtensor<[2,8,4],f32>) -> !torch.vtensor<[2,8,4],f32>

@@ -1,5 +1,6 @@
-// Every sp op parses, verifies, prints, and re-parses to the same text.
-// RUN: %autosp-opt %s | %autosp-opt | FileCheck %s
+// Every sp op parses, verifies, prints, and re-parses to the same text. The second run also
+// canonicalizes: every sp op is Pure, so unused ones are erased (and used ones are kept as they are).
+// RUN: %autosp-opt %s | %autosp-opt --pass-pipeline='builtin.module(canonicalize)' | FileCheck %s
 
 // CHECK-LABEL: func.func @attention
 // CHECK-SAME:    (%[[Q:[^:]+]]: !torch.vtensor<[2,4,8,16],f32>, %[[K:[^:]+]]: !torch.vtensor<[2,2,8,16],f32>, %[[V:[^:]+]]: !torch.vtensor<[2,2,8,16],f32>)
@@ -66,4 +67,17 @@ func.func @builtin_tensors(%x: tensor<4x8xf32>, %u: !torch.vtensor<*,f32>) -> (t
   return %0, %1 : tensor<8x4xf32>, !torch.vtensor<[2,8],f32>
 }
 
-// sp ops are Pure: an unused collective is dead code for upstream passes (checked in autosp-opt.mlir).
+// CHECK-LABEL: func.func @unused_ops_are_erased
+// CHECK-NEXT:    return
+// CHECK-NEXT:  }
+func.func @unused_ops_are_erased(%x: !torch.vtensor<[2,4,8,16],f32>, %lse: !torch.vtensor<[2,4,8],f32>, %labels: !torch.vtensor<[2,4],si64>) {
+  %o, %l = "sp.attention"(%x, %x, %x) {causal = true, scale = 0.25 : f64, kv_groups = 1 : i64} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>)
+  %dq, %dk, %dv = "sp.attention_grad"(%x, %x, %x, %x, %x, %lse) {causal = true, scale = 0.25 : f64, kv_groups = 1 : i64} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>)
+  %0 = "sp.all_to_all"(%x) {scatter_dim = 1 : i64, gather_dim = 2 : i64, group = "sp"} : (!torch.vtensor<[2,4,8,16],f32>) -> !torch.vtensor<[2,2,16,16],f32>
+  %1 = "sp.all_reduce"(%x) {op = "sum", group = "sp"} : (!torch.vtensor<[2,4,8,16],f32>) -> !torch.vtensor<[2,4,8,16],f32>
+  %2 = "sp.all_gather"(%x) {dim = 2 : i64, group = "sp"} : (!torch.vtensor<[2,4,8,16],f32>) -> !torch.vtensor<[2,4,16,16],f32>
+  %3 = "sp.reduce_scatter"(%x) {dim = 2 : i64, group = "sp"} : (!torch.vtensor<[2,4,8,16],f32>) -> !torch.vtensor<[2,4,4,16],f32>
+  %4 = "sp.shard_slice"(%x) {dim = 2 : i64, group = "sp"} : (!torch.vtensor<[2,4,8,16],f32>) -> !torch.vtensor<[2,4,4,16],f32>
+  %5 = "sp.halo"(%labels) {dim = 1 : i64, width = 1 : i64, fill = -100.0 : f64, group = "sp"} : (!torch.vtensor<[2,4],si64>) -> !torch.vtensor<[2,4],si64>
+  return
+}

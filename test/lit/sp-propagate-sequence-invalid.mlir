@@ -4,6 +4,11 @@
 
 // === the step's signature
 
+// CHECK: {{.*}}sp-propagate-sequence-invalid.mlir:[[# @LINE + 1]]:1: error: sp-propagate-sequence: the function has no 'sp.args' attribute; it is set by the importer (argument roles)
+func.func @no_signature(%ids: !torch.vtensor<[2,8],si64>) -> !torch.vtensor<[2,8],si64> {
+  return %ids : !torch.vtensor<[2,8],si64>
+}
+// -----
 // CHECK: {{.*}}sp-propagate-sequence-invalid.mlir:[[# @LINE + 1]]:1: error: sp-propagate-sequence: the step has no token inputs (sp.args names none 'input:')
 func.func @no_inputs(%w: !torch.vtensor<[4,4],f32>) -> !torch.vtensor<[4,4],f32> attributes {sp.args = ["param:w"], sp.results = ["w"]} {
   return %w : !torch.vtensor<[4,4],f32>
