@@ -64,7 +64,7 @@ def compile_once(layers: int, seq_len: int, sp: int, batch: int) -> dict:
     total = time.perf_counter() - t
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
     return {"layers": layers, "seconds": total, "timings": art.timings, "peak_rss_mb": peak_mb,
-            "rss_before_mb": rss_before, "ops": len(art.program["instructions"])}
+            "rss_before_mb": rss_before, "ops": art.num_instructions}
 
 
 def run_worker(layers: int, args: argparse.Namespace) -> dict:

@@ -146,7 +146,7 @@ def main() -> None:
             labels = torch.randint(0, c.vocab_size, (batch, seq), generator=gen)
             err = check_agreement(model, m, ids, labels)
             eager, compiled = measure(model, m, ids, labels, args.warmup, args.iters)
-            ops = len(m.artifact.program["instructions"])
+            ops = sum(len(p["instructions"]) for p in m.artifact.program["programs"].values())
             rows.append((batch, seq, ops, eager, compiled, err))
             print(f"  {batch}x{seq}: eager {eager * 1e3:.2f} ms, compiled {compiled * 1e3:.2f} ms", flush=True)
     print()

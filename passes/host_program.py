@@ -2,8 +2,9 @@
 
 Every call is an allowlisted ATen overload or an sp op with its attributes; shapes, collectives
 and sharding were all decided by the passes, the runtime only follows. Format (JSON):
-  args:         [{role, name, shape, dtype}]    the step's arguments, global shapes
-  results:      ["loss", "grad:NAME", ...]
+{format_version, mesh, programs: {"forward": program, "backward": program}}, a program being
+  args:         [{role, name, shape, dtype}]    role: param | buffer | input | saved
+  results:      ["loss", "saved:0", ...] or ["grad:NAME", ...]
   instructions: [{op, args, kwargs | attrs, out, shapes, dtypes, loc, free}]
   outputs:      registers of the results
 Operands: {"r": reg} | {"c": json value} | {"l": [operands]} | {"dtype": name} |
@@ -21,7 +22,7 @@ from torch_mlir import ir
 from autosp.runtime.artifact import ALLOWED_ATEN, DTYPE_NAMES, FORMAT_VERSION
 from .aten_call import ELEMENT_TYPES, decode, overload_name
 from .registry import PassError, func_attr
-from .torch_ir import body_ops, dtype_str, func_of, location_str, op_name, strings
+from .torch_ir import body_ops, dtype_str, funcs_of, location_str, op_name, strings
 
 _SKIP = ("torch.constant.", "torch.prim.ListConstruct")
 _IDENTITY = {"torch.aten.detach", "torch.aten.alias", "torch.aten.clone", "torch.aten.lift_fresh_copy"}
@@ -66,7 +67,19 @@ def shape_of(t: ir.Type) -> list[int]:
 
 
 def lower_to_host_program(module) -> dict:
-    func = func_of(module)
+    """{format_version, mesh, programs: {function name: program}}; a compiled step has the two
+    programs "forward" and "backward" (see sp-plan-remat)."""
+    top = module.operation
+    funcs = funcs_of(module)
+    mesh = ir.DictAttr(top.attributes["sp.mesh"]) if "sp.mesh" in top.attributes else None
+    return {
+        "format_version": FORMAT_VERSION,
+        "mesh": {"sp": _attr(mesh["sp"]), "dp": _attr(mesh["dp"])} if mesh else {"sp": 1, "dp": 1},
+        "programs": {ir.StringAttr(f.attributes["sym_name"]).value: lower_function(f) for f in funcs},
+    }
+
+
+def lower_function(func) -> dict:
     block = func.regions[0].blocks[0]
     reg: dict[ir.Value, int] = {}
     count = itertools.count()
@@ -134,10 +147,7 @@ def lower_to_host_program(module) -> dict:
     for i, inst in enumerate(insts):
         inst["free"] = sorted(r for r in set(_regs(inst["args"]) + _regs(list(inst.get("kwargs", {}).values())))
                               if last[r] == i and r not in keep)
-    mesh = ir.DictAttr(module.operation.attributes["sp.mesh"]) if "sp.mesh" in module.operation.attributes else None
     return {
-        "format_version": FORMAT_VERSION,
-        "mesh": {"sp": _attr(mesh["sp"]), "dp": _attr(mesh["dp"])} if mesh else {"sp": 1, "dp": 1},
         "args": args,
         "results": strings(func_attr(func, "sp.results")),
         "num_registers": next(count),

@@ -364,6 +364,8 @@ def propagate_sequence(module_op) -> None:
     func = func_of(module_op)
     roles = strings(func_attr(func, "sp.args"))
     args = list(func.regions[0].blocks[0].arguments)
+    if len(roles) != len(args):
+        raise PassError(f"sp.args names {len(roles)} arguments, the function has {len(args)}", func.location)
     inputs = [a for r, a in zip(roles, args) if r.startswith("input:")]
     if not inputs:
         raise PassError("the step has no token inputs (sp.args names none 'input:')", func.location)

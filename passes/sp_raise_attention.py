@@ -6,7 +6,7 @@ from torch_mlir import ir
 
 from autosp.dialects.sp import AttentionGradOp, AttentionOp
 from .registry import PassError, register
-from .torch_ir import body_ops, const_value, func_of, op_name, shape
+from .torch_ir import body_ops, const_value, funcs_of, op_name, shape
 
 FORWARD = "torch.autosp.attention"
 BACKWARD = "torch.autosp.attention_backward"
@@ -27,8 +27,7 @@ def _flags(op, causal: ir.Value, scale: ir.Value, q: ir.Value, k: ir.Value) -> t
 
 @register("sp-raise-attention", "raise captured attention fwd/bwd to sp.attention / sp.attention_grad")
 def raise_attention(module_op) -> None:
-    func = func_of(module_op)
-    for op in body_ops(func):
+    for op in (o for func in funcs_of(module_op) for o in body_ops(func)):
         name = op_name(op)
         if name not in (FORWARD, BACKWARD):
             continue

@@ -20,10 +20,19 @@ def op_name(op) -> str:
     return op.name
 
 
-def func_of(module) -> ir.Operation:
-    """The single func.func of a module (an ir.Module or the builtin.module operation)."""
+def funcs_of(module) -> list[ir.Operation]:
     op = module.operation
-    return next(o.operation for o in op.regions[0].blocks[0].operations if o.operation.name == "func.func")
+    return [o.operation for o in op.regions[0].blocks[0].operations if o.operation.name == "func.func"]
+
+
+def func_of(module) -> ir.Operation:
+    """The step function: the single func.func of a module (an ir.Module or the module op)."""
+    from .registry import PassError
+    funcs = funcs_of(module)
+    if len(funcs) != 1:
+        raise PassError(f"expected the module to hold one step function (func.func), found {len(funcs)}",
+                        module.operation.location)
+    return funcs[0]
 
 
 def body_ops(func) -> list:

@@ -1,8 +1,9 @@
 """The compiled step as an nn.Module with the source model's parameter names.
 
-loss = m(input_ids, labels) runs the whole compiled step (forward and backward); loss.backward()
-hands the already-reduced gradients to autograd, so .grad accumulates as usual and any torch
-optimizer, torch.save(m.state_dict()) and DDP-style loops work unchanged."""
+loss = m(input_ids, labels) runs the forward program, which returns the loss and what the backward
+needs (as sp-plan-remat chose); loss.backward() runs the backward program and hands the
+already-reduced gradients to autograd, so .grad accumulates as usual and any torch optimizer,
+torch.save(m.state_dict()) and DDP-style loops work unchanged."""
 from __future__ import annotations
 
 import torch
@@ -16,16 +17,18 @@ from .executor import Program
 class _Step(torch.autograd.Function):
     @staticmethod
     def forward(ctx, module: "CompiledModule", input_ids, labels, *params):
-        outs = module.program.run(module.arguments(params, input_ids, labels))
-        by_name = dict(zip(module._grad_names, outs[1:]))
-        ctx.grads = [by_name.get(n) for n in module._param_names]
-        return outs[0]
+        args = module.arguments(params, input_ids, labels)
+        loss, *saved = module.forward_program.run(args)
+        ctx.module, ctx.inputs = module, args + saved
+        return loss
 
     @staticmethod
     def backward(ctx, grad_loss):
-        # the step's gradients are of the loss itself: scale by the incoming gradient (exact, linear)
-        grads = [None if g is None else g * grad_loss for g in ctx.grads]
-        ctx.grads = None
+        module = ctx.module
+        by_name = dict(zip(module._grad_names, module.backward_program.run(ctx.inputs)))
+        ctx.inputs = None
+        # the programs' gradients are of the loss itself: scale by the incoming gradient (exact, linear)
+        grads = [by_name[n] * grad_loss if n in by_name else None for n in module._param_names]
         return (None, None, None, *grads)
 
 
@@ -35,11 +38,12 @@ class CompiledModule(nn.Module):
         self.artifact = artifact
         prog = artifact.program
         self.mesh = Mesh(prog["mesh"]["sp"], prog["mesh"]["dp"])
-        self.program = Program(prog, self.mesh)
-        self._param_names = [a["name"] for a in prog["args"] if a["role"] == "param"]
-        self._buffer_names = [a["name"] for a in prog["args"] if a["role"] == "buffer"]
-        self._grad_names = [r.split(":", 1)[1] for r in prog["results"][1:]]
-        self.input_shape = next(a["shape"] for a in prog["args"] if a["role"] == "input")
+        fwd, bwd = prog["programs"]["forward"], prog["programs"]["backward"]
+        self.forward_program, self.backward_program = Program(fwd, self.mesh), Program(bwd, self.mesh)
+        self._param_names = [a["name"] for a in fwd["args"] if a["role"] == "param"]
+        self._buffer_names = [a["name"] for a in fwd["args"] if a["role"] == "buffer"]
+        self._grad_names = [r.split(":", 1)[1] for r in bwd["results"]]
+        self.input_shape = next(a["shape"] for a in fwd["args"] if a["role"] == "input")
         specs = artifact.params["parameters"]
         for name in self._param_names:
             spec = specs[name]
@@ -72,7 +76,7 @@ class CompiledModule(nn.Module):
             raise ValueError(f"compiled for input_ids and labels of shape {self.input_shape}, got "
                              f"{list(input_ids.shape)} and {list(labels.shape)}")
         params = [self.get_parameter(n) for n in self._param_names]
-        self.program.device = params[0].device
+        self.forward_program.device = self.backward_program.device = params[0].device
         return _Step.apply(self, input_ids.to(params[0].device), labels.to(params[0].device), *params)
 
 

@@ -25,6 +25,10 @@ class CompiledArtifact:
         return json.loads(self.files["program.json"])
 
     @property
+    def num_instructions(self) -> int:
+        return sum(len(p["instructions"]) for p in self.program["programs"].values())
+
+    @property
     def mlir(self) -> str:
         return self.files["program.mlir"].decode()
 
@@ -45,11 +49,12 @@ def _diagnostics(e: Exception) -> str:
 
 
 def compile(model: nn.Module, example_inputs: tuple[torch.Tensor, torch.Tensor], sp: int = 1, dp: int = 1,
-            pipeline: str | None = None, model_name: str | None = None) -> CompiledArtifact:
+            remat: str = "sac", pipeline: str | None = None, model_name: str | None = None) -> CompiledArtifact:
     """Compile one training step of `model` for sp-way sequence parallelism (x dp data parallel).
 
     example_inputs = (input_ids, labels), both [batch, seq]; only their shapes are used, and the model
-    may live on the meta device (build it under autosp.empty_weights())."""
+    may live on the meta device (build it under autosp.empty_weights()). remat: what the forward
+    saves for the backward, "none" | "full" | "sac" (see passes/sp_plan_remat.py)."""
     from torch_mlir import ir
     from torch_mlir.dialects import torch as torch_d
 
@@ -84,7 +89,7 @@ def compile(model: nn.Module, example_inputs: tuple[torch.Tensor, torch.Tensor],
         timings["import"] = time.perf_counter() - t
         t = time.perf_counter()
         try:
-            build_pass_manager(pipeline or default_pipeline(sp, dp)).run(module.operation)
+            build_pass_manager(pipeline or default_pipeline(sp, dp, remat)).run(module.operation)
         except ir.MLIRError as e:
             raise CompileError(_diagnostics(e).removeprefix("error: ")) from None
         timings["passes"] = time.perf_counter() - t
@@ -101,7 +106,7 @@ def compile(model: nn.Module, example_inputs: tuple[torch.Tensor, torch.Tensor],
 
     files = {"program.json": json.dumps(program).encode(), "program.mlir": mlir_text.encode()}
     params = {"parameters": {}, "buffers": {}}
-    shapes = {a["name"]: a for a in program["args"]}
+    shapes = {a["name"]: a for a in program["programs"]["forward"]["args"]}
     for name in step.param_names:
         params["parameters"][name] = {"shape": shapes[name]["shape"], "dtype": shapes[name]["dtype"],
                                       "requires_grad": step.requires_grad[name],
@@ -114,7 +119,7 @@ def compile(model: nn.Module, example_inputs: tuple[torch.Tensor, torch.Tensor],
     files["params.json"] = json.dumps(params, indent=1).encode()
     n_params = sum(int(torch.Size(p["shape"]).numel()) for p in params["parameters"].values())
     meta = {"compiler": f"autosp {__version__}", "model": model_name or type(model).__name__,
-            "mesh": program["mesh"], "batch": batch, "seq_len": seq_len, "parameters": n_params,
-            "targets": ["host"], "pipeline": pipeline or default_pipeline(sp, dp),
-            "stages": split_top((pipeline or default_pipeline(sp, dp)).removeprefix("builtin.module(")[:-1])}
+            "mesh": program["mesh"], "remat": remat, "batch": batch, "seq_len": seq_len, "parameters": n_params,
+            "targets": ["host"], "pipeline": pipeline or default_pipeline(sp, dp, remat),
+            "stages": split_top((pipeline or default_pipeline(sp, dp, remat)).removeprefix("builtin.module(")[:-1])}
     return CompiledArtifact(files, meta, timings)

@@ -13,16 +13,22 @@ def _bytes(shape: list[int], dtype: str) -> int:
     return math.prod(shape) * DTYPES[dtype].itemsize
 
 
-def communication(program: dict) -> dict[str, dict[str, float]]:
-    """Per collective kind: count and bytes each rank sends per step (ring algorithms)."""
+def communication(artifact_program: dict) -> dict[str, dict[str, float]]:
+    """Per collective kind: count and bytes each rank sends per step (forward and backward, ring
+    algorithms)."""
+    out: dict[str, dict[str, float]] = defaultdict(lambda: {"count": 0, "bytes": 0.0})
+    for program in artifact_program["programs"].values():
+        _count(program, artifact_program["mesh"], out)
+    return dict(out)
+
+
+def _count(program: dict, mesh: dict, out: dict) -> None:
     shapes = {i: (a["shape"], a["dtype"]) for i, a in enumerate(program["args"])}
     for inst in program["instructions"]:
         for r, s, d in zip(inst["out"], inst["shapes"], inst.get("dtypes", [None] * len(inst["out"]))):
             if s is not None:
                 shapes[r] = (s, d)
-    sizes = {"sp": program["mesh"]["sp"], "dp": program["mesh"]["dp"]}
-    sizes["world"] = sizes["sp"] * sizes["dp"]
-    out: dict[str, dict[str, float]] = defaultdict(lambda: {"count": 0, "bytes": 0.0})
+    sizes = {"sp": mesh["sp"], "dp": mesh["dp"], "world": mesh["sp"] * mesh["dp"]}
     for inst in program["instructions"]:
         if inst["op"] not in COLLECTIVES:
             continue
@@ -40,7 +46,20 @@ def communication(program: dict) -> dict[str, dict[str, float]]:
         entry = out[inst["op"]]
         entry["count"] += 1
         entry["bytes"] += sent
-    return dict(out)
+
+
+def _saved(prog: dict) -> str:
+    fwd = prog["programs"]["forward"]
+    saved = [(s, d) for r, (s, d) in zip(fwd["results"], _result_specs(fwd)) if r.startswith("saved:")]
+    return f"{len(saved)} tensors, {human(sum(_bytes(s, d) for s, d in saved))} per rank"
+
+
+def _result_specs(program: dict) -> list[tuple[list[int], str]]:
+    specs = {i: (a["shape"], a["dtype"]) for i, a in enumerate(program["args"])}
+    for inst in program["instructions"]:
+        for r, s, d in zip(inst["out"], inst["shapes"], inst["dtypes"]):
+            specs[r] = (s, d)
+    return [specs[o] for o in program["outputs"]]
 
 
 def human(n: float) -> str:
@@ -59,7 +78,9 @@ def report(art: Artifact) -> str:
              f"step input [{man['batch']}, {man['seq_len']}] tokens",
              f"format       v{man['format_version']}  {man.get('compiler')}  targets: {', '.join(man.get('targets', []))}",
              "stages       " + " -> ".join(["capture", "import"] + man.get("stages", []) + ["lower"]),
-             f"program      {len(prog['instructions'])} instructions"]
+             f"remat        {man.get('remat')}: the forward saves {_saved(prog)} for the backward",
+             "program      " + ", ".join(f"{name} {len(p['instructions'])} instructions"
+                                         for name, p in prog["programs"].items())]
     comm = communication(prog)
     lines.append("collectives per step (bytes sent by each rank):")
     total = 0.0

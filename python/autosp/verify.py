@@ -30,45 +30,55 @@ def batch_for(spec_vocab: int, shape: list[int], seed: int, ignore_every: int = 
     return ids, labels
 
 
+def _eager_step(model, batches, dp: int) -> list[torch.Tensor]:
+    """Eager DDP semantics: each replica's mean loss, gradients averaged over the replicas."""
+    model.zero_grad()
+    losses = []
+    for ids, labels in batches:
+        out = model(input_ids=ids, labels=labels, use_cache=False) if hasattr(model, "can_generate") \
+            else model(ids, labels)
+        loss = getattr(out, "loss", out)
+        (loss / dp).backward()
+        losses.append(loss.detach())
+    return losses
+
+
 def run_rank(artifact: str, spec: str, seed: int = 0, steps: int = 1, lr: float = 0.0) -> Report:
-    """On one rank of an initialized group: compiled step vs eager, after `steps` AdamW steps."""
+    """On one rank of an initialized group: `steps` AdamW steps of the compiled module and of the
+    eager model side by side. Each step compares the losses of the two trajectories, and the
+    gradients with those eager computes at the compiled module's current parameters (Adam's
+    normalized first steps turn rounding in near-zero gradients into parameter differences of
+    order lr, so gradients are compared at equal points; the losses show the trajectories agree)."""
     import autosp
     m = autosp.load(artifact)
-    ref = load_model(spec, seed=seed)
+    ref = load_model(spec, seed=seed)        # the eager trajectory
+    probe = load_model(spec, seed=seed)      # eager at the compiled module's parameters
     m.load_state_dict(ref.state_dict())
     dp_index, dp = m.mesh.index("dp"), m.mesh.dp
     vocab = vocab_size(ref)
     batches = [batch_for(vocab, m.input_shape, seed + 1000 * d, ignore_every=7) for d in range(dp)]
     opt = torch.optim.AdamW(m.parameters(), lr=lr)
     ref_opt = torch.optim.AdamW(ref.parameters(), lr=lr)
-    ref_params = dict(ref.named_parameters(remove_duplicate=False))
+    probe_params = dict(probe.named_parameters(remove_duplicate=False))
     worst: dict[str, float] = {}
     loss_err = 0.0
     for step in range(steps):
-        # eager DDP semantics: each replica's mean loss, gradients averaged over replicas
-        ref.zero_grad()
-        losses = []
-        for ids, labels in batches:
-            out = ref(input_ids=ids, labels=labels, use_cache=False) if hasattr(ref, "can_generate") \
-                else ref(ids, labels)
-            loss = getattr(out, "loss", out)
-            (loss / dp).backward()
-            losses.append(loss.detach())
+        eager = _eager_step(ref, batches, dp)[dp_index].item()
+        probe.load_state_dict(m.state_dict())
+        _eager_step(probe, batches, dp)
         m.zero_grad()
         ids, labels = batches[dp_index]
         got = m(ids, labels)
         got.backward()
-        eager = losses[dp_index].item()
         loss_err = max(loss_err, abs(got.item() - eager) / max(abs(eager), 1e-12))
         for name, p in m.named_parameters():
-            want = ref_params[name].grad
+            want = probe_params[name].grad
             if want is None and p.grad is None:
                 continue
             err = (p.grad - want).abs().max().item() / (want.abs().max().item() or 1.0)
             worst[name] = max(worst.get(name, 0.0), err)
-        if step + 1 < steps:  # both optimizers step: the next step compares the two trajectories
-            opt.step()
-            ref_opt.step()
+        opt.step()
+        ref_opt.step()
     ranked = sorted(worst.items(), key=lambda t: -t[1])
     return Report(got.item(), eager, loss_err, ranked, steps)
 

@@ -93,6 +93,7 @@ def test_program_is_lowered_from_mlir(art_path):
     """Every collective and shape of the program is in the final MLIR the artifact carries."""
     art = autosp.runtime.artifact.read(art_path)
     mlir = art.read("program.mlir").decode()
-    ops = [i["op"] for i in art.program["instructions"]]
-    assert ops.count("sp.attention") == mlir.count('"sp.attention"(') == 2
+    ops = [i["op"] for p in art.program["programs"].values() for i in p["instructions"]]
+    assert ops.count("sp.attention") == mlir.count('"sp.attention"(') == 2       # sac keeps attention
+    assert ops.count("sp.attention_grad") == mlir.count('"sp.attention_grad"(') == 2
     assert "sp.mesh = {dp = 1 : i64, sp = 1 : i64}" in mlir

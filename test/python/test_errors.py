@@ -122,7 +122,7 @@ def test_op_outside_allowlist_refused(artifact, tmp_path):
     from autosp.runtime import artifact as schema
     path = _copy(artifact, tmp_path)
     prog = json.loads(open(os.path.join(path, "program.json")).read())
-    prog["instructions"][5]["op"] = "aten.cumsum.default"
+    prog["programs"]["forward"]["instructions"][5]["op"] = "aten.cumsum.default"
     files = {rel: open(os.path.join(path, rel), "rb").read() for rel in json.load(open(os.path.join(path, "manifest.json")))["files"]}
     files["program.json"] = json.dumps(prog).encode()
     meta = {k: v for k, v in json.load(open(os.path.join(path, "manifest.json"))).items()

@@ -15,7 +15,7 @@ import sys
 import tempfile
 
 
-def _compile(spec: str, seq_len: int, batch: int, sp: int, dp: int, out: str) -> None:
+def _compile(spec: str, seq_len: int, batch: int, sp: int, dp: int, out: str, remat: str = "sac") -> None:
     import torch
 
     import autosp
@@ -23,10 +23,10 @@ def _compile(spec: str, seq_len: int, batch: int, sp: int, dp: int, out: str) ->
     model = load_model(spec, empty=True)
     ids = torch.zeros(batch, seq_len, dtype=torch.long)
     print(f"compiling {spec} for [{batch}, {seq_len}] tokens, sp={sp} x dp={dp} ...", flush=True)
-    art = autosp.compile(model, example_inputs=(ids, ids), sp=sp, dp=dp, model_name=spec)
+    art = autosp.compile(model, example_inputs=(ids, ids), sp=sp, dp=dp, remat=remat, model_name=spec)
     art.save(out)
     t = art.timings
-    print(f"wrote {out}: {len(art.program['instructions'])} instructions; capture {t['capture']:.1f} s, "
+    print(f"wrote {out}: {art.num_instructions} instructions; capture {t['capture']:.1f} s, "
           f"import {t['import']:.1f} s, passes {t['passes']:.1f} s, lower {t['lower']:.1f} s")
 
 
@@ -39,7 +39,7 @@ def _source(out: str, override: str | None) -> str:
 
 
 def cmd_compile(a) -> int:
-    _compile(a.model, a.seq_len, a.batch, a.sp, a.dp, a.output)
+    _compile(a.model, a.seq_len, a.batch, a.sp, a.dp, a.output, a.remat)
     return 0
 
 
@@ -93,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--batch", type=int, default=1)
     c.add_argument("--sp", type=int, default=1, help="sequence-parallel degree")
     c.add_argument("--dp", type=int, default=1, help="data-parallel degree (world = sp x dp)")
+    c.add_argument("--remat", choices=["none", "full", "sac"], default="sac",
+                   help="what the forward saves for the backward (default: sac, sequence-aware)")
     c.add_argument("-o", "--output", required=True)
     c.set_defaults(fn=cmd_compile)
     i = sub.add_parser("inspect", help="stages, collectives and bytes moved per step, parameters")

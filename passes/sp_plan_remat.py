@@ -1,0 +1,170 @@
+"""sp-plan-remat: split the partitioned joint step into @forward and @backward and choose what the
+forward saves for the backward. Options: policy=none|full|sac.
+
+  none  save every forward value the backward reads
+  full  save only what crosses a layer boundary (each layer's inputs); recompute the rest of the layer
+  sac   sequence-aware: also keep attention outputs and softmax statistics (quadratic in S to
+        recompute); recompute projections, norms and pointwise work (linear in S)
+Collectives are never recomputed: their results are always saved. Layers are read from the
+locations' module paths (`model.layers.3...` -> layer `model.layers.3`).
+
+@forward(args...) -> (loss, saved...); @backward(args..., saved...) -> (grads...). The recomputed
+ops are cloned at the top of @backward, in forward order.
+"""
+from __future__ import annotations
+
+import re
+
+from torch_mlir import ir
+from torch_mlir.dialects import func as func_d
+
+from .registry import PassError, func_attr, register
+from .torch_ir import body_ops, func_of, location_module, op_name, string_array, strings
+
+POLICIES = ("none", "full", "sac")
+_CONSTANT = ("torch.constant.",)
+_NEVER_RECOMPUTE = {"sp.all_to_all", "sp.all_reduce", "sp.all_gather", "sp.reduce_scatter", "sp.halo"}
+_LAYER = re.compile(r"^(.*?\.\d+)(?:\.|$)")
+
+
+def segment(op) -> str:
+    """The layer an op belongs to: its module path up to the first numeric component ('' outside)."""
+    m = _LAYER.match(location_module(op.location))
+    return m.group(1) if m else ""
+
+
+def _owner(v: ir.Value):
+    o = v.owner
+    return o.operation if isinstance(o, (ir.Operation, ir.OpView)) else None
+
+
+def _is_constant(op) -> bool:
+    name = op.name
+    if name.startswith(_CONSTANT):
+        return True
+    return name == "torch.prim.ListConstruct" and all(
+        _owner(x) is not None and _is_constant(_owner(x)) for x in op.operands)
+
+
+class Split:
+    def __init__(self, func, policy: str):
+        if policy not in POLICIES:
+            raise PassError(f"unknown remat policy '{policy}'; use one of {', '.join(POLICIES)}", func.location)
+        self.func, self.policy = func, policy
+        self.ops = [o for o in body_ops(func) if not _is_constant(o.operation) and o.operation.name != "func.return"]
+        self.ret = next(o for o in body_ops(func) if o.operation.name == "func.return")
+        self.forward = self._forward_ops()
+
+    def _forward_ops(self) -> set:
+        """Ops the loss depends on."""
+        seen, stack = set(), [_owner(self.ret.operation.operands[0])]
+        while stack:
+            op = stack.pop()
+            if op is None or op in seen or _is_constant(op):
+                continue
+            seen.add(op)
+            stack.extend(_owner(x) for x in op.operands)
+        return seen
+
+    def keep(self, v: ir.Value) -> bool:
+        """Whether a forward value is saved rather than recomputed."""
+        op = _owner(v)
+        if self.policy == "none" or op_name(op) in _NEVER_RECOMPUTE:
+            return True
+        if self.policy == "sac" and op_name(op) == "sp.attention":
+            return True
+        seg = segment(op)
+        return any(u.owner.operation in self.forward and segment(u.owner.operation) != seg for u in v.uses)
+
+    def plan(self) -> tuple[list, list, list[ir.Value]]:
+        """(forward ops, recomputed ops, saved values), ops in program order."""
+        backward = [o for o in self.ops if o.operation not in self.forward]
+        recompute: set = set()
+        saved: dict[ir.Value, None] = {}
+
+        def need(v: ir.Value) -> None:
+            op = _owner(v)
+            if op is None or op not in self.forward or op in recompute:
+                return                      # an argument, a backward value, or already recomputed
+            if self.keep(v):
+                saved[v] = None
+                return
+            recompute.add(op)
+            for x in op.operands:
+                need(x)
+
+        for op in backward:
+            for x in op.operation.operands:
+                need(x)
+        fwd = [o for o in self.ops if o.operation in self.forward]
+        rec = [o for o in fwd if o.operation in recompute]
+        order = {o.operation: i for i, o in enumerate(self.ops)}
+        return fwd, rec + backward, sorted(saved, key=lambda v: order[_owner(v)])
+
+
+def _clone_into(ops: list, mapping: dict, block_end) -> None:
+    """Clone ops (and the constants they read) before block_end, remapping operands."""
+    def value(v: ir.Value) -> ir.Value:
+        if v in mapping:
+            return mapping[v]
+        op = _owner(v)
+        if op is None or not _is_constant(op):
+            raise PassError(f"internal: {v} is not available in the new function", op.location if op else None)
+        clone_one(op)
+        return mapping[v]
+
+    def clone_one(op) -> None:
+        operands = [value(x) for x in op.operands]
+        new = op.clone(ip=block_end)
+        for i, x in enumerate(operands):
+            new.operands[i] = x
+        for old, r in zip(op.results, new.results):
+            mapping[old] = r
+
+    for op in ops:
+        clone_one(op.operation)
+
+
+def _new_func(name: str, arg_types: list, result_types: list, ip: ir.InsertionPoint):
+    f = func_d.FuncOp(name, (arg_types, result_types), ip=ip)
+    f.add_entry_block()
+    return f
+
+
+@register("sp-plan-remat", "split the step into @forward/@backward; save or recompute per policy")
+def plan_remat(module_op, policy: str = "sac") -> None:
+    func = func_of(module_op)
+    split = Split(func, policy)
+    fwd_ops, bwd_ops, saved = split.plan()
+    block = func.regions[0].blocks[0]
+    args = list(block.arguments)
+    arg_types = [a.type for a in args]
+    roles = strings(func_attr(func, "sp.args"))
+    results = strings(func_attr(func, "sp.results"))
+    ret_vals = list(split.ret.operation.operands)
+    copied = {k: func.attributes[k] for k in ("sp.arg_layouts", "sp.seq_len") if k in func.attributes}
+    with ir.InsertionPoint(module_op.regions[0].blocks[0]), func.location:
+        fwd = _new_func("forward", arg_types, [ret_vals[0].type] + [v.type for v in saved], ir.InsertionPoint.current)
+        bwd = _new_func("backward", arg_types + [v.type for v in saved], [v.type for v in ret_vals[1:]],
+                        ir.InsertionPoint.current)
+    for f, r, extra in ((fwd, ["loss"] + [f"saved:{i}" for i in range(len(saved))], []),
+                        (bwd, results[1:], [f"saved:{i}" for i in range(len(saved))])):
+        f.attributes["sp.args"] = string_array(roles + extra)
+        f.attributes["sp.results"] = string_array(r)
+        for k, v in copied.items():
+            f.attributes[k] = v
+    fwd.attributes["sp.remat"] = ir.StringAttr.get(policy)
+    # forward: the ops the loss needs; returns the loss and what the backward reads
+    fb = fwd.regions[0].blocks[0]
+    fmap = dict(zip(args, fb.arguments))
+    with func.location:
+        end = ir.InsertionPoint(fb)
+        _clone_into(fwd_ops, fmap, end)
+        func_d.ReturnOp([fmap[ret_vals[0]]] + [fmap[v] for v in saved], ip=end)
+        # backward: recomputation, then the gradient ops
+        bb = bwd.regions[0].blocks[0]
+        bmap = dict(zip(args + saved, bb.arguments))
+        end = ir.InsertionPoint(bb)
+        _clone_into(bwd_ops, bmap, end)
+        func_d.ReturnOp([bmap[v] for v in ret_vals[1:]], ip=end)
+    func.erase()
