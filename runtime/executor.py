@@ -11,6 +11,7 @@ import torch
 from . import kernels
 from .artifact import ALLOWED_ATEN, DTYPES, SP_OPS, ArtifactError, resolve
 from .collectives import Mesh
+from .memory import LiveBytes
 
 
 class ProgramError(RuntimeError):
@@ -106,14 +107,18 @@ class Program:
             return self.device
         return [self._value(regs, k, x) for k, x in v]
 
-    def run(self, args: list[torch.Tensor]) -> list[torch.Tensor]:
-        """One step. The first run also checks every result against its declared shape."""
+    def run(self, args: list[torch.Tensor], memory: LiveBytes | None = None) -> list[torch.Tensor]:
+        """One run. The first also checks every result against its declared shape; with `memory`,
+        the live bytes of every value are tracked as the program frees them."""
         for spec, a in zip(self.program["args"], args):
             if list(a.shape) != spec["shape"]:
                 raise ProgramError(f"argument {spec['role']}:{spec['name']} has shape {list(a.shape)}, "
                                    f"the program was compiled for {spec['shape']}")
         regs: list[Any] = [None] * self.program["num_registers"]
         regs[:len(args)] = args
+        if memory is not None:
+            for a in args:
+                memory.add(a)
         REG, value = self.REG, self._value
         check = not self.checked
         for idx, (fn, operands, out, free) in enumerate(self.steps):
@@ -129,6 +134,10 @@ class Program:
                     regs[o] = r
             if check:
                 self._check(idx, res if len(out) > 1 else (res,))
+            if memory is not None:
+                memory.add(res)
+                for f in free:
+                    memory.remove(regs[f])
             for f in free:
                 regs[f] = None
         self.checked = True

@@ -12,23 +12,28 @@ import torch.nn as nn
 from .artifact import DTYPES, Artifact, read
 from .collectives import Mesh
 from .executor import Program
+from .memory import LiveBytes, resident_bytes
 
 
 class _Step(torch.autograd.Function):
     @staticmethod
     def forward(ctx, module: "CompiledModule", input_ids, labels, *params):
         args = module.arguments(params, input_ids, labels)
-        loss, *saved = module.forward_program.run(args)
-        ctx.module, ctx.inputs = module, args + saved
+        memory = module._start_measuring(params) if module.measure_memory else None
+        loss, *saved = module.forward_program.run(args, memory)
+        ctx.module, ctx.inputs, ctx.memory = module, args + saved, memory
         return loss
 
     @staticmethod
     def backward(ctx, grad_loss):
         module = ctx.module
-        by_name = dict(zip(module._grad_names, module.backward_program.run(ctx.inputs)))
+        by_name = dict(zip(module._grad_names, module.backward_program.run(ctx.inputs, ctx.memory)))
         ctx.inputs = None
-        # the programs' gradients are of the loss itself: scale by the incoming gradient (exact, linear)
-        grads = [by_name[n] * grad_loss if n in by_name else None for n in module._param_names]
+        if ctx.memory is not None:
+            module.peak_bytes = ctx.memory.peak
+        # the programs' gradients are of the loss itself: scale by the incoming gradient (exact,
+        # linear), in place: they are the program's own fresh tensors
+        grads = [by_name[n].mul_(grad_loss) if n in by_name else None for n in module._param_names]
         return (None, None, None, *grads)
 
 
@@ -44,6 +49,10 @@ class CompiledModule(nn.Module):
         self._buffer_names = [a["name"] for a in fwd["args"] if a["role"] == "buffer"]
         self._grad_names = [r.split(":", 1)[1] for r in bwd["results"]]
         self.input_shape = next(a["shape"] for a in fwd["args"] if a["role"] == "input")
+        # measure_memory: track the live bytes of every step; peak_bytes is the last step's high-water
+        # mark (parameters, buffers, .grad, inputs, saved values and every program value)
+        self.measure_memory = False
+        self.peak_bytes: int | None = None
         specs = artifact.params["parameters"]
         for name in self._param_names:
             spec = specs[name]
@@ -54,6 +63,10 @@ class CompiledModule(nn.Module):
                 self._place(alias, p, parameter=True)
         for name in self._buffer_names:
             self._place(name, artifact.buffer(name), parameter=False)
+
+    def _start_measuring(self, params) -> LiveBytes:
+        resident = [*params, *self.buffers(), *(p.grad for p in params if p.grad is not None)]
+        return LiveBytes(base=resident_bytes(resident), exclude=resident)
 
     def _place(self, qualified: str, value, parameter: bool) -> None:
         path, _, leaf = qualified.rpartition(".")

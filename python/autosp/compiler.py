@@ -48,13 +48,36 @@ def _diagnostics(e: Exception) -> str:
     return "\n".join(lines) or str(e)
 
 
-def compile(model: nn.Module, example_inputs: tuple[torch.Tensor, torch.Tensor], sp: int = 1, dp: int = 1,
-            remat: str = "sac", pipeline: str | None = None, model_name: str | None = None) -> CompiledArtifact:
-    """Compile one training step of `model` for sp-way sequence parallelism (x dp data parallel).
+def _budget(budget: int | str | None) -> int | None:
+    from autosp.passes.sp_plan_memory import parse_bytes
+    return parse_bytes(budget) if isinstance(budget, str) else budget
 
-    example_inputs = (input_ids, labels), both [batch, seq]; only their shapes are used, and the model
-    may live on the meta device (build it under autosp.empty_weights()). remat: what the forward
-    saves for the backward, "none" | "full" | "sac" (see passes/sp_plan_remat.py)."""
+
+def _plan(module, program: dict, remat: str) -> dict:
+    """plan.json: the remat decision, the memory plan of sp-plan-memory, the communication."""
+    from torch_mlir import ir
+
+    from autosp.inspect_artifact import communication
+    from autosp.passes.torch_ir import funcs_of
+    attrs = module.operation.attributes
+    memory = {}
+    if "sp.memory" in attrs:
+        d = ir.DictAttr(attrs["sp.memory"])
+        memory = {d[i].name: ir.IntegerAttr(d[i].attr).value for i in range(len(d))}
+    timeline = {ir.StringAttr(f.attributes["sym_name"]).value: list(ir.DenseI64ArrayAttr(f.attributes["sp.live_timeline"]))
+                for f in funcs_of(module) if "sp.live_timeline" in f.attributes}
+    fwd = program["programs"]["forward"]
+    saved = [a for a in program["programs"]["backward"]["args"] if a["role"] == "saved"]
+    return {"remat": remat, "memory": memory, "timeline": timeline,
+            "saved": [{"shape": a["shape"], "dtype": a["dtype"]} for a in saved],
+            "backward_instructions": len(program["programs"]["backward"]["instructions"]),
+            "forward_instructions": len(fwd["instructions"]),
+            "communication": communication(program)}
+
+
+def lower_step(step, sp: int, dp: int, remat: str, memory_budget: int | None = None, tile=None,
+               pipeline: str | None = None) -> tuple[dict, str, dict, dict]:
+    """A captured step through import, the passes and lowering: (program, final MLIR, plan, timings)."""
     from torch_mlir import ir
     from torch_mlir.dialects import torch as torch_d
 
@@ -62,7 +85,52 @@ def compile(model: nn.Module, example_inputs: tuple[torch.Tensor, torch.Tensor],
     from autosp.frontend.importer import import_step
     from autosp.passes import build_pass_manager, default_pipeline
     from autosp.passes.host_program import lower_to_host_program
+    from autosp.passes.torch_ir import location_str
+
+    timings = {}
+    ctx = ir.Context()
+    torch_d.register_dialect(ctx)
+    with ctx, ir.Location.unknown():
+        sp_dialect.load()
+        ctx.enable_multithreading(False)
+        t = time.perf_counter()
+        module = import_step(step, ctx)
+        timings["import"] = time.perf_counter() - t
+        t = time.perf_counter()
+        try:
+            build_pass_manager(pipeline or default_pipeline(sp, dp, remat, memory_budget, tile=tile)).run(
+                module.operation)
+        except ir.MLIRError as e:
+            raise CompileError(_diagnostics(e).removeprefix("error: ")) from None
+        timings["passes"] = time.perf_counter() - t
+        t = time.perf_counter()
+        try:
+            program = lower_to_host_program(module)
+        except Exception as e:  # PassError: an op the runtime cannot run
+            loc = getattr(e, "location", None)
+            where = location_str(loc) if loc is not None else ""
+            raise CompileError(str(e), where if where and not where.startswith("<") else None) from None
+        mlir_text = module.operation.get_asm(enable_debug_info=True)  # with the model source lines
+        plan = _plan(module, program, remat)
+        timings["lower"] = time.perf_counter() - t
+    return program, mlir_text, plan, timings
+
+
+def compile(model: nn.Module, example_inputs: tuple[torch.Tensor, torch.Tensor], sp: int = 1, dp: int = 1,
+            remat: str = "sac", memory_budget: int | str | None = None, pipeline: str | None = None,
+            tile: int | str | None = None, model_name: str | None = None) -> CompiledArtifact:
+    """Compile one training step of `model` for sp-way sequence parallelism (x dp data parallel).
+
+    example_inputs = (input_ids, labels), both [batch, seq]; only their shapes are used, and the model
+    may live on the meta device (build it under autosp.empty_weights()). remat: what the forward
+    saves for the backward, "none" | "full" | "sac" (see passes/sp_plan_remat.py), or "auto": the
+    least-recompute policy whose predicted peak fits memory_budget. memory_budget: bytes or "12GiB";
+    compiling fails above it, naming the predicted peak and its breakdown.
+    tile: run the LM head + loss in token chunks (sp-tile-sequence), N chunks or "auto"; None: off."""
+    from autosp.passes import default_pipeline
     from autosp.passes.registry import split_top
+
+    from .planner import choose_policy
 
     input_ids, labels = example_inputs
     if input_ids.dim() != 2 or tuple(labels.shape) != tuple(input_ids.shape):
@@ -74,37 +142,26 @@ def compile(model: nn.Module, example_inputs: tuple[torch.Tensor, torch.Tensor],
     if seq_len % sp:
         raise CompileError(f"sequence length {seq_len} is not divisible by sp={sp}: each rank must hold "
                            f"the same number of tokens (try {seq_len - seq_len % sp} or {seq_len + sp - seq_len % sp})")
-    timings = {}
+    budget = _budget(memory_budget)
+    if remat == "auto" and budget is None:
+        raise CompileError("remat='auto' needs a memory_budget (bytes or a string like '12GiB')")
     t = time.perf_counter()
     step = capture_train_step(model, batch, seq_len)
-    timings["capture"] = time.perf_counter() - t
+    capture_s = time.perf_counter() - t
+    if remat == "auto":
+        from .planner import POLICIES
+        trials = {p: lower_step(step, sp, dp, p, None, tile, pipeline) for p in POLICIES}
+        remat = choose_policy({p: r[2]["memory"] for p, r in trials.items()}, budget)
+        program, mlir_text, plan, timings = trials[remat]
+        plan["auto"] = {"budget_bytes": budget, "chosen": remat,
+                        "predicted_peak_bytes": {p: r[2]["memory"]["predicted_peak_bytes"] for p, r in trials.items()}}
+    else:
+        program, mlir_text, plan, timings = lower_step(step, sp, dp, remat, budget, tile, pipeline)
+    timings["capture"] = capture_s
+    pipeline = pipeline or default_pipeline(sp, dp, remat, budget, tile=tile)
 
-    ctx = ir.Context()
-    torch_d.register_dialect(ctx)
-    with ctx, ir.Location.unknown():
-        sp_dialect.load()
-        ctx.enable_multithreading(False)
-        t = time.perf_counter()
-        module = import_step(step, ctx)
-        timings["import"] = time.perf_counter() - t
-        t = time.perf_counter()
-        try:
-            build_pass_manager(pipeline or default_pipeline(sp, dp, remat)).run(module.operation)
-        except ir.MLIRError as e:
-            raise CompileError(_diagnostics(e).removeprefix("error: ")) from None
-        timings["passes"] = time.perf_counter() - t
-        t = time.perf_counter()
-        try:
-            program = lower_to_host_program(module)
-        except Exception as e:  # PassError: an op the runtime cannot run
-            loc = getattr(e, "location", None)
-            from autosp.passes.torch_ir import location_str
-            where = location_str(loc) if loc is not None else ""
-            raise CompileError(str(e), where if where and not where.startswith("<") else None) from None
-        mlir_text = module.operation.get_asm(enable_debug_info=True)  # with the model source lines
-        timings["lower"] = time.perf_counter() - t
-
-    files = {"program.json": json.dumps(program).encode(), "program.mlir": mlir_text.encode()}
+    files = {"program.json": json.dumps(program).encode(), "program.mlir": mlir_text.encode(),
+             "plan.json": json.dumps(plan).encode()}
     params = {"parameters": {}, "buffers": {}}
     shapes = {a["name"]: a for a in program["programs"]["forward"]["args"]}
     for name in step.param_names:
@@ -120,6 +177,6 @@ def compile(model: nn.Module, example_inputs: tuple[torch.Tensor, torch.Tensor],
     n_params = sum(int(torch.Size(p["shape"]).numel()) for p in params["parameters"].values())
     meta = {"compiler": f"autosp {__version__}", "model": model_name or type(model).__name__,
             "mesh": program["mesh"], "remat": remat, "batch": batch, "seq_len": seq_len, "parameters": n_params,
-            "targets": ["host"], "pipeline": pipeline or default_pipeline(sp, dp, remat),
-            "stages": split_top((pipeline or default_pipeline(sp, dp, remat)).removeprefix("builtin.module(")[:-1])}
+            "targets": ["host"], "pipeline": pipeline,
+            "stages": split_top(pipeline.removeprefix("builtin.module(")[:-1])}
     return CompiledArtifact(files, meta, timings)

@@ -1,6 +1,7 @@
 """What an artifact does per step: stages, collectives and the bytes they move, parameters."""
 from __future__ import annotations
 
+import json
 import math
 from collections import defaultdict
 
@@ -90,5 +91,59 @@ def report(art: Artifact) -> str:
             total += c["bytes"]
             lines.append(f"  {kind:18s} x{c['count']:<5d} {human(c['bytes']):>12s}")
     lines.append(f"  {'total':18s} {'':6s} {human(total):>12s}")
+    mem = plan(art).get("memory")
+    if mem:
+        lines.append(f"memory       predicted peak {human(mem['predicted_peak_bytes'])} per rank: " + ", ".join(
+            f"{k} {human(mem[k])}" for k in BREAKDOWN))
     return "\n".join(lines)
+
+
+BREAKDOWN = ("parameters", "inputs", "saved", "gradients", "transient", "comm")
+
+
+def plan(art: Artifact) -> dict:
+    return json.loads(art.read("plan.json")) if "plan.json" in art.manifest["files"] else {}
+
+
+def as_json(art: Artifact) -> dict:
+    """What `autospc inspect --json` prints."""
+    p = plan(art)
+    mem = p.get("memory", {})
+    return {"model": art.manifest.get("model"), "mesh": art.program["mesh"], "remat": p.get("remat"),
+            "batch": art.manifest["batch"], "seq_len": art.manifest["seq_len"],
+            "parameters": art.manifest["parameters"],
+            "predicted_peak_bytes": mem.get("predicted_peak_bytes"),
+            "breakdown": {k: mem.get(k) for k in BREAKDOWN},
+            "saved_bytes": mem.get("saved_bytes"), "saved_tensors": len(p.get("saved", [])),
+            "instructions": {k: len(v["instructions"]) for k, v in art.program["programs"].items()},
+            "communication": communication(art.program)}
+
+
+def plot_timeline(art: Artifact, path: str) -> None:
+    """The memory timeline of one step (forward then backward) with its resident breakdown."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    p = plan(art)
+    mem, line = p["memory"], p["timeline"]
+    base = mem["parameters"] + mem["inputs"]
+    fwd, bwd = line.get("forward", []), line.get("backward", [])
+    mib = 2 ** 20
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    xs = range(len(fwd) + len(bwd))
+    ax.fill_between(xs, 0, base / mib, color="#bbbbbb", label=f"parameters + inputs ({human(base)})")
+    ax.fill_between(xs, base / mib, [(base + v) / mib for v in fwd + bwd], color="#4477aa",
+                    label="activations, saved values, gradients")
+    ax.axvline(len(fwd), color="k", lw=0.8, ls="--")
+    ax.text(len(fwd), ax.get_ylim()[1] * 0.02, " backward", va="bottom")
+    ax.axhline(mem["predicted_peak_bytes"] / mib, color="#cc3311", lw=1,
+               label=f"predicted peak {human(mem['predicted_peak_bytes'])}")
+    ax.set_xlabel("instruction (forward, then backward)")
+    ax.set_ylabel("MiB per rank")
+    ax.set_title(f"{art.manifest.get('model')}  [{art.manifest['batch']}, {art.manifest['seq_len']}]  "
+                 f"sp={art.program['mesh']['sp']}  remat={p.get('remat')}")
+    ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 

@@ -2,7 +2,8 @@
 verify it against eager.
 
   autospc compile builtin:tiny-llama --seq-len 256 --batch 2 --sp 2 -o m.autosp
-  autospc inspect m.autosp
+  autospc inspect m.autosp [--json] [--plot timeline.png]
+  autospc plan builtin:tiny-llama --sp 2 --memory 64MiB
   autospc train m.autosp --nproc 2 --steps 40        (or: torchrun --nproc-per-node 2 -m autosp.cli.autospc train m.autosp)
   autospc verify m.autosp --nproc 2
   autospc demo
@@ -15,7 +16,8 @@ import sys
 import tempfile
 
 
-def _compile(spec: str, seq_len: int, batch: int, sp: int, dp: int, out: str, remat: str = "sac") -> None:
+def _compile(spec: str, seq_len: int, batch: int, sp: int, dp: int, out: str, remat: str = "sac",
+             memory_budget: str | None = None, tile: str | None = None) -> None:
     import torch
 
     import autosp
@@ -23,7 +25,8 @@ def _compile(spec: str, seq_len: int, batch: int, sp: int, dp: int, out: str, re
     model = load_model(spec, empty=True)
     ids = torch.zeros(batch, seq_len, dtype=torch.long)
     print(f"compiling {spec} for [{batch}, {seq_len}] tokens, sp={sp} x dp={dp} ...", flush=True)
-    art = autosp.compile(model, example_inputs=(ids, ids), sp=sp, dp=dp, remat=remat, model_name=spec)
+    art = autosp.compile(model, example_inputs=(ids, ids), sp=sp, dp=dp, remat=remat, memory_budget=memory_budget,
+                         tile=int(tile) if tile and tile.isdigit() else tile, model_name=spec)
     art.save(out)
     t = art.timings
     print(f"wrote {out}: {art.num_instructions} instructions; capture {t['capture']:.1f} s, "
@@ -39,14 +42,36 @@ def _source(out: str, override: str | None) -> str:
 
 
 def cmd_compile(a) -> int:
-    _compile(a.model, a.seq_len, a.batch, a.sp, a.dp, a.output, a.remat)
+    _compile(a.model, a.seq_len, a.batch, a.sp, a.dp, a.output, a.remat, a.memory_budget, a.tile)
     return 0
 
 
 def cmd_inspect(a) -> int:
-    from autosp.inspect_artifact import report
+    import json
+
+    from autosp.inspect_artifact import as_json, plot_timeline, report
     from autosp.runtime.artifact import read
-    print(report(read(a.artifact)))
+    art = read(a.artifact)
+    print(json.dumps(as_json(art), indent=1) if a.json else report(art))
+    if a.plot:
+        plot_timeline(art, a.plot)
+        print(f"wrote {a.plot}", file=sys.stderr if a.json else sys.stdout)
+    return 0
+
+
+def cmd_plan(a) -> int:
+    from autosp.frontend.sources import load_model
+    from autosp.inspect_artifact import human
+    from autosp.passes.sp_plan_memory import parse_bytes
+    from autosp.planner import longest_sequence
+    memory = parse_bytes(a.memory)
+    fits = longest_sequence(load_model(a.model, empty=True), a.sp, memory, batch=a.batch, dp=a.dp,
+                            tile=a.tile)
+    print(f"{a.model}: the longest sequence per policy at batch {a.batch}, sp={a.sp}, within {human(memory)} "
+          "per rank (predicted, nothing run)")
+    print(f"{'policy':6s} {'seq_len':>10s} {'peak':>12s}")
+    for f in fits:
+        print(f.row())
     return 0
 
 
@@ -93,12 +118,25 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--batch", type=int, default=1)
     c.add_argument("--sp", type=int, default=1, help="sequence-parallel degree")
     c.add_argument("--dp", type=int, default=1, help="data-parallel degree (world = sp x dp)")
-    c.add_argument("--remat", choices=["none", "full", "sac"], default="sac",
-                   help="what the forward saves for the backward (default: sac, sequence-aware)")
+    c.add_argument("--remat", choices=["none", "full", "sac", "auto"], default="sac",
+                   help="what the forward saves for the backward (default: sac, sequence-aware; auto: the "
+                        "least recompute that fits --memory-budget)")
+    c.add_argument("--memory-budget", help="per-rank bytes or e.g. 12GiB; compiling fails above it")
+    c.add_argument("--tile", help="LM head + loss in N token chunks, or 'auto' (default: off)")
     c.add_argument("-o", "--output", required=True)
     c.set_defaults(fn=cmd_compile)
+    pl = sub.add_parser("plan", help="the longest sequence that fits a memory size, per remat policy")
+    pl.add_argument("model")
+    pl.add_argument("--sp", type=int, default=1)
+    pl.add_argument("--dp", type=int, default=1)
+    pl.add_argument("--batch", type=int, default=1)
+    pl.add_argument("--memory", required=True, help="per-rank memory, e.g. 80GiB")
+    pl.add_argument("--tile", help="LM head + loss in N token chunks, or 'auto'")
+    pl.set_defaults(fn=cmd_plan)
     i = sub.add_parser("inspect", help="stages, collectives and bytes moved per step, parameters")
     i.add_argument("artifact")
+    i.add_argument("--json", action="store_true", help="machine-readable (predicted_peak_bytes, breakdown, ...)")
+    i.add_argument("--plot", metavar="FILE.png", help="draw the memory timeline of one step")
     i.set_defaults(fn=cmd_inspect)
     for name, fn, helptext in (("train", cmd_train, "train on CPU ranks on the shipped corpus"),
                                ("verify", cmd_verify, "compare loss and gradients with eager")):

@@ -1,0 +1,181 @@
+"""sp-plan-memory: buffer lifetimes in program order and the predicted per-rank peak of one step.
+
+Simulates @forward then @backward (after sp-plan-remat) the way the runtime executes them: every
+value is freed after its last reader (the host program's free lists), views share their input's
+storage (a storage dies with its last view), a view of a non-contiguous value copies. Writes on the
+module `sp.memory`: predicted_peak_bytes and its breakdown
+  parameters   parameters and buffers, resident
+  inputs       the step's token inputs
+  gradients    the gradients being produced (when the peak is in the backward)
+  saved        what the forward keeps for the backward (when the peak is in the backward)
+  transient    the rest of the working set at the peak
+  comm         collective staging buffers (send chunks / receive list) at the peak
+and on each function `sp.live_peak_bytes` and `sp.live_timeline` (live bytes after every op). sp-plan-memory{budget=BYTES} fails when the prediction
+exceeds the budget, naming the breakdown.
+"""
+from __future__ import annotations
+
+import math
+
+from torch_mlir import ir
+
+from autosp.inspect_artifact import human
+
+from .aten_call import ELEMENT_TYPES
+from .registry import PassError, func_attr, register
+from .torch_ir import body_ops, dtype_str, funcs_of, is_tensor, op_name, shape, strings
+
+A = "torch.aten."
+# results alias their first operand's storage
+VIEWS = {A + n for n in ("view", "_unsafe_view", "reshape", "transpose.int", "permute", "t", "unsqueeze",
+                         "squeeze.dim", "squeeze", "expand", "slice.Tensor", "select.int", "alias", "detach",
+                         "clone", "lift_fresh_copy", "split.Tensor", "split_with_sizes", "unbind.int")} | \
+    {"torch.prim.ListUnpack"}
+# a view of these is not contiguous, so a later reshape copies
+_STRIDED = {A + n for n in ("transpose.int", "permute", "t", "expand", "slice.Tensor", "select.int")}
+_COLLECTIVE_STAGING = {"sp.all_to_all": 2, "sp.all_gather": 1, "sp.reduce_scatter": 2}  # x output bytes
+
+
+def nbytes(v: ir.Value) -> int:
+    return math.prod(shape(v)) * ELEMENT_TYPES[dtype_str(v.type)].itemsize if is_tensor(v) else 0
+
+
+class Simulation:
+    """Live bytes over one function's execution. Arguments are the caller's, except those in
+    `owned` (argument index -> storage id, bytes), which are live from the start and freed after
+    their last reader like any value: the saved values of the forward, with their sharing."""
+
+    def __init__(self, func, owned: dict[int, tuple[int, int]] | None = None):
+        self.func = func
+        self.owned = owned or {}
+        self.ops = [o for o in body_ops(func) if not op_name(o).startswith("torch.constant.")
+                    and op_name(o) != "torch.prim.ListConstruct"]
+
+    def run(self) -> tuple[int, int, list[int], list[tuple[int, int]]]:
+        """(peak working-set bytes, comm staging bytes at that peak, live bytes after every op,
+        (storage id, bytes) of every returned value)."""
+        block = self.func.regions[0].blocks[0]
+        returned = {v for o in self.ops if op_name(o) == "func.return" for v in o.operation.operands}
+        last: dict[ir.Value, int] = {}
+        for i, op in enumerate(self.ops):
+            for x in op.operation.operands:
+                last[x] = i
+        storage: dict[ir.Value, int] = {}    # value -> storage id
+        strided: set[ir.Value] = set()
+        members: dict[int, int] = {}          # storage id -> live values
+        size: dict[int, int] = {}
+        live = peak = peak_comm = 0
+        for i, a in enumerate(block.arguments):
+            if i in self.owned:
+                sid, n = self.owned[i]
+                sid = -2 - sid                 # keep the caller's sharing, apart from our own ids
+                if sid not in size:
+                    size[sid] = n
+                    live += n
+                storage[a] = sid
+                members[sid] = members.get(sid, 0) + 1
+            else:
+                storage[a] = -1                # the caller's (parameters, buffers, inputs)
+        peak = live
+        timeline = []
+        for i, op in enumerate(self.ops):
+            name = op_name(op)
+            if name == "func.return":
+                break
+            x = list(op.operation.operands)
+            staging = _COLLECTIVE_STAGING.get(name, 0) * sum(nbytes(r) for r in op.operation.results)
+            for r in op.operation.results:
+                if name in VIEWS and x and x[0] in storage and not (name in (A + "view", A + "_unsafe_view",
+                                                                             A + "reshape") and x[0] in strided):
+                    sid = storage[x[0]]
+                else:
+                    sid = len(size)
+                    size[sid] = nbytes(r) if is_tensor(r) else 0
+                    live += size[sid]
+                storage[r] = sid
+                if name in _STRIDED or (name in VIEWS and x and x[0] in strided and name not in
+                                        (A + "view", A + "_unsafe_view", A + "reshape", A + "clone")):
+                    strided.add(r)
+                members[sid] = members.get(sid, 0) + 1
+                if not list(r.uses) and r not in returned:
+                    live -= self._release(r, storage, members, size)
+            if live + staging > peak:
+                peak, peak_comm = live + staging, staging
+            for v in set(x):
+                if last.get(v) == i and v not in returned and storage.get(v, -1) != -1:
+                    live -= self._release(v, storage, members, size)
+            timeline.append(live)
+        ret = next(o for o in self.ops if op_name(o) == "func.return")
+        return peak, peak_comm, timeline, [(storage.get(v, -1), size.get(storage.get(v, -1), 0))
+                                           for v in ret.operation.operands]
+
+    @staticmethod
+    def _release(v: ir.Value, storage: dict, members: dict, size: dict) -> int:
+        sid = storage[v]
+        members[sid] -= 1
+        return size[sid] if members[sid] == 0 else 0
+
+
+def _args_bytes(func, role: str) -> int:
+    roles = strings(func_attr(func, "sp.args"))
+    return sum(nbytes(a) for r, a in zip(roles, func.regions[0].blocks[0].arguments) if r.startswith(role))
+
+
+def predict(module_op) -> dict[str, int]:
+    funcs = {ir.StringAttr(f.attributes["sym_name"]).value: f for f in funcs_of(module_op)}
+    if set(funcs) != {"forward", "backward"}:
+        raise PassError("sp-plan-memory runs after sp-plan-remat (needs @forward and @backward)",
+                        module_op.location)
+    fwd, bwd = funcs["forward"], funcs["backward"]
+    params = _args_bytes(fwd, "param:") + _args_bytes(fwd, "buffer:")
+    inputs = _args_bytes(fwd, "input:")
+    grads = sum(nbytes(v) for v in bwd.regions[0].blocks[0].operations[
+        len(bwd.regions[0].blocks[0].operations) - 1].operands)
+    f_peak, f_comm, f_line, f_out = Simulation(fwd).run()
+    # the saved values enter the backward with the storage sharing they had in the forward
+    b_roles = strings(func_attr(bwd, "sp.args"))
+    first_saved = next(i for i, r in enumerate(b_roles + ["saved:"]) if r.startswith("saved:"))
+    owned = {first_saved + j: out for j, out in enumerate(f_out[1:]) if out[0] >= 0}
+    saved = sum(dict(owned.values()).values())
+    b_peak, b_comm, b_line, _ = Simulation(bwd, owned).run()
+    # the forward's results stay live into the backward; the backward's results (the gradients,
+    # live in its working set to the end) become .grad
+    if f_peak >= b_peak:
+        at_peak = {"saved": 0, "gradients": 0, "transient": f_peak - f_comm, "comm": f_comm}
+    else:
+        at_peak = {"saved": min(saved, b_peak), "gradients": grads,
+                   "transient": max(b_peak - b_comm - grads - saved, 0), "comm": b_comm}
+    peak = params + inputs + max(f_peak, b_peak)
+    for f, p, line in ((fwd, f_peak, f_line), (bwd, b_peak, b_line)):
+        f.attributes["sp.live_peak_bytes"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), p)
+        f.attributes["sp.live_timeline"] = ir.DenseI64ArrayAttr.get(line)
+    return {"predicted_peak_bytes": peak, "parameters": params, "inputs": inputs, **at_peak,
+            "saved_bytes": saved, "gradient_bytes": grads,
+            "forward_timeline": f_line, "backward_timeline": b_line}
+
+
+def parse_bytes(text: str) -> int:
+    """'12GiB', '500MB', '1e9' -> bytes."""
+    units = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+             "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+    t = text.strip().lower().replace(" ", "")
+    num = t.rstrip("abcdefghijklmnopqrstuvwxyz")
+    unit = t[len(num):]
+    if unit not in units or not num:
+        raise ValueError(f"cannot read {text!r} as a size (e.g. 12GiB, 500MB, 1e9)")
+    return int(float(num) * units[unit])
+
+
+@register("sp-plan-memory", "lifetimes and the predicted per-rank peak of one step (sp.memory)")
+def plan_memory(module_op, budget: str = "") -> None:
+    plan = predict(module_op)
+    i64 = ir.IntegerType.get_signless(64)
+    module_op.attributes["sp.memory"] = ir.DictAttr.get(
+        {k: ir.IntegerAttr.get(i64, v) for k, v in plan.items() if isinstance(v, int)})
+    if budget:
+        limit = parse_bytes(budget)
+        if plan["predicted_peak_bytes"] > limit:
+            parts = ", ".join(f"{k} {human(plan[k])}" for k in
+                              ("parameters", "gradients", "inputs", "saved", "transient", "comm"))
+            raise PassError(f"predicted peak {human(plan['predicted_peak_bytes'])} per rank exceeds the "
+                            f"budget {human(limit)} ({parts})", module_op.location)

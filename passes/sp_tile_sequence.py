@@ -1,0 +1,473 @@
+"""sp-tile-sequence: run the LM head + log-softmax + cross-entropy chain in chunks of token rows, so
+the [tokens, vocab] logits and their gradient are never materialized whole. Option: chunks=N.
+
+Runs on the joint step function (after sp-partition-sequence, canonicalize, cse; before
+sp-plan-remat). The chain is matched by dataflow from each `nll_loss_forward`:
+
+  forward   logits = mm(h [T,D], wt [D,V]) -> row-preserving views -> _log_softmax(dim 1) [T,V]
+            -> nll_loss_forward (reduction sum, or mean)
+  backward  nll_loss_backward(g, logp, ...) -> _log_softmax_backward_data -> row-preserving views
+            -> G [T,V], read only by  mm(G, X)        (d hidden: rows, concatenated)
+                                      mm(t(G), Y[T,K]) (d weight: chunk contributions summed)
+                                      mm(Z[K,T], G)    (d weight, other orientation: summed)
+
+and rewritten, for chunk c of rows [s_c, e_c) (`slice.Tensor` on dim 0), into
+  forward   nll_c = nll_loss_forward(_log_softmax(mm(h[s:e], wt)), target[s:e], reduction=sum);
+            the loss output is the sum of the chunk sums, total_weight the sum of the chunk
+            weights (a mean loss divides them), so the all-reduce + global division the partition
+            pass built around the loss read exactly what they read before;
+  backward  the chunk's logits are recomputed (mm + _log_softmax of the same rows, bit-identical
+            to the forward's), then nll_loss_backward with the unchanged global total_weight,
+            _log_softmax_backward_data, and the consumers per chunk: d hidden rows joined with
+            `cat` along tokens, d weight chunk contributions accumulated with `add.Tensor`.
+The backward recomputes its own chunk logits instead of reading the forward's, so no remat policy
+saves (and no point of the program holds) more than one [T/N, V] logits tile and its gradient; the
+cost is one head matmul per step, which sac would recompute anyway.
+
+Chunks: chunks=N gives N balanced chunks (sizes floor(T/N) or ceil(T/N), the larger first), so N
+need not divide T; N > T is an error. Without the option the pass picks the smallest N such that a
+[T/N, V] fp32 logits tile is at most twice a [T, D] activation (in the activation's dtype):
+N = ceil(V * 4 / (2 * D * itemsize)), clamped to [1, T]. N = 1 leaves the IR unchanged. A chain
+that does not match (another reader of the logits, a consumer of its gradient other than the
+above, a non-row-preserving reshape) is left as it is: the pass does nothing for it.
+
+Created ops carry the location (and `sp.layout`) of the op they replace, so sp-plan-remat keeps
+them in the right layer segment. Every created ATen op is checked on meta tensors.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from torch_mlir import ir
+
+from .aten_call import ELEMENT_TYPES, meta_shapes
+from .registry import PassError, register
+from .torch_ir import aten, body_ops, const_int, const_value, dtype_str, func_of, is_tensor, op_name, shape, \
+    with_shape
+
+A = "torch.aten."
+_VIEWS = {A + "view", A + "_unsafe_view", A + "reshape"}
+_IDENTITY = {A + "detach", A + "alias", A + "clone"}
+_LIST = "torch.prim.ListConstruct"
+
+
+class NoMatch(Exception):
+    """The chain at this loss does not have the tileable form."""
+
+
+def _op(x):
+    return x.operation if isinstance(x, (ir.Operation, ir.OpView)) else None
+
+
+def _owner(v: ir.Value):
+    return _op(v.owner)
+
+
+def _uses(v: ir.Value) -> list[tuple[ir.Operation, int]]:
+    return [(u.owner.operation, u.operand_number) for u in v.uses]
+
+
+def _const(v: ir.Value):
+    ok, val = const_value(v)
+    if not ok:
+        raise NoMatch("a non-constant operand where a constant is expected")
+    return val
+
+
+def _row_view(op) -> bool:
+    """A reshape that keeps every token row: same last dim, same number of rows (or an identity)."""
+    name = op_name(op)
+    if name in _IDENTITY:
+        return True
+    if name not in _VIEWS or not is_tensor(op.results[0]):
+        return False
+    i, o = shape(op.operands[0]), shape(op.results[0])
+    return bool(i) and bool(o) and i[-1] == o[-1] and math.prod(i[:-1]) == math.prod(o[:-1])
+
+
+def _transpose_2d(op) -> bool:
+    name = op_name(op)
+    if len(op.operands) < 1 or not is_tensor(op.operands[0]) or len(shape(op.operands[0])) != 2:
+        return False
+    if name == A + "t":
+        return True
+    if name == A + "transpose.int":
+        ok0, d0 = const_value(op.operands[1])
+        ok1, d1 = const_value(op.operands[2])
+        return ok0 and ok1 and {d0 % 2, d1 % 2} == {0, 1}
+    if name == A + "permute":
+        ok, dims = const_value(op.operands[1])
+        return ok and [d % 2 for d in dims] == [1, 0]
+    return False
+
+
+def _is_2d(v: ir.Value, rows: int, cols: int) -> bool:
+    return is_tensor(v) and shape(v) == [rows, cols]
+
+
+@dataclass
+class Chain:
+    """One matched head + loss chain (ops of the joint step function)."""
+    mm: ir.Operation                    # logits = mm(h, wt)
+    fwd_views: list                     # row-preserving views from the logits to the log-softmax
+    lsm: ir.Operation                   # _log_softmax
+    nll: ir.Operation                   # nll_loss_forward
+    bwd: ir.Operation | None = None     # nll_loss_backward
+    lsb: ir.Operation | None = None     # _log_softmax_backward_data
+    g_views: list = field(default_factory=list)
+    rows: list = field(default_factory=list)      # mm(G, X)
+    left: list = field(default_factory=list)      # mm(Z, G)
+    tleft: list = field(default_factory=list)     # (t(G), mm(t(G), Y))
+
+    @property
+    def tokens(self) -> int:
+        return shape(self.lsm.results[0])[0]
+
+    @property
+    def vocab(self) -> int:
+        return shape(self.lsm.results[0])[1]
+
+    def ops(self) -> list:
+        out = [self.mm, *self.fwd_views, self.lsm, self.nll]
+        if self.bwd is not None:
+            out += [self.bwd, self.lsb, *self.g_views, *self.rows, *self.left]
+            for t, mm in self.tleft:
+                out += [t, mm]
+        return out
+
+
+def match(nll) -> Chain:
+    """The tileable chain ending at this nll_loss_forward, or NoMatch."""
+    logp, target = nll.operands[0], nll.operands[1]
+    if _const(nll.operands[3]) not in (1, 2):
+        raise NoMatch("the loss is not reduced (reduction none)")
+    lsm = _owner(logp)
+    if lsm is None or op_name(lsm) != A + "_log_softmax":
+        raise NoMatch("the loss does not read a _log_softmax")
+    if len(shape(logp)) != 2 or _const(lsm.operands[1]) not in (1, -1) or _const(lsm.operands[2]):
+        raise NoMatch("the log-softmax is not over the last dim of a [tokens, vocab] tensor")
+    t, v = shape(logp)
+    if shape(target) != [t]:
+        raise NoMatch("the target is not one label per token row")
+    # forward: log-softmax input <- row-preserving views <- mm(h, wt)
+    x, fwd_views = lsm.operands[0], []
+    while True:
+        if len(_uses(x)) != 1:
+            raise NoMatch("the logits have another reader")
+        o = _owner(x)
+        if o is None:
+            raise NoMatch("the logits are a function argument")
+        if op_name(o) == A + "mm":
+            break
+        if not _row_view(o):
+            raise NoMatch(f"the logits come from {op_name(o)}, not a row-preserving view of mm")
+        fwd_views.append(o)
+        x = o.operands[0]
+    mm = o
+    if not _is_2d(mm.results[0], t, v) or len(shape(mm.operands[0])) != 2:
+        raise NoMatch("the head matmul is not [tokens, hidden] x [hidden, vocab]")
+    chain = Chain(mm, fwd_views[::-1], lsm, nll)
+    # readers of the log-probabilities: the loss, and its gradient
+    for user, i in _uses(logp):
+        name = op_name(user)
+        if user == nll:
+            continue
+        if name == A + "nll_loss_backward" and i == 1 and chain.bwd is None:
+            chain.bwd = user
+        elif name == A + "_log_softmax_backward_data" and i == 1 and chain.lsb is None:
+            chain.lsb = user
+        else:
+            raise NoMatch(f"the log-probabilities are also read by {name}")
+    if chain.bwd is None and chain.lsb is None:
+        return chain
+    bwd, lsb = chain.bwd, chain.lsb
+    if bwd is None or lsb is None or lsb.operands[0] != bwd.results[0] or len(_uses(bwd.results[0])) != 1:
+        raise NoMatch("the loss gradient is not nll_loss_backward -> _log_softmax_backward_data")
+    if _const(bwd.operands[4]) not in (1, 2) or len(shape(bwd.operands[0])) != 0:
+        raise NoMatch("the loss gradient is not of a reduced loss")
+    if shape(bwd.operands[2]) != [t] or _const(lsb.operands[2]) not in (1, -1):
+        raise NoMatch("the loss gradient is not per token row")
+
+    def consumers(g: ir.Value) -> None:
+        for user, i in _uses(g):
+            if _row_view(user):
+                chain.g_views.append(user)
+                consumers(user.results[0])
+            elif not _is_2d(g, t, v):
+                raise NoMatch(f"the logits gradient is read as {shape(g)} by {op_name(user)}")
+            elif op_name(user) == A + "mm" and i == 0 and user.operands[1] != g:
+                chain.rows.append(user)
+            elif op_name(user) == A + "mm" and i == 1 and user.operands[0] != g:
+                chain.left.append(user)
+            elif _transpose_2d(user) and i == 0:
+                for mm_user, j in _uses(user.results[0]):
+                    if op_name(mm_user) != A + "mm" or j != 0 or shape(mm_user.operands[1])[0] != t:
+                        raise NoMatch(f"the transposed logits gradient is read by {op_name(mm_user)}")
+                    chain.tleft.append((user, mm_user))
+            else:
+                raise NoMatch(f"the logits gradient is read by {op_name(user)}")
+
+    consumers(lsb.results[0])
+    return chain
+
+
+def default_chunks(chain: Chain) -> int:
+    """The smallest N with a [T/N, V] fp32 tile <= 2 x a [T, D] activation, in [1, T]."""
+    h = chain.mm.operands[0]
+    d = shape(h)[1]
+    itemsize = ELEMENT_TYPES[dtype_str(h.type)].itemsize
+    n = math.ceil(chain.vocab * 4 / (2 * d * itemsize))
+    return max(1, min(n, chain.tokens))
+
+
+def bounds(tokens: int, n: int) -> list[tuple[int, int]]:
+    """n balanced [start, end) row ranges covering tokens, the larger chunks first."""
+    base, extra = divmod(tokens, n)
+    out, start = [], 0
+    for c in range(n):
+        end = start + base + (1 if c < extra else 0)
+        out.append((start, end))
+        start = end
+    return out
+
+
+class Tiler:
+    def __init__(self, chain: Chain, n: int):
+        self.c, self.n = chain, n
+        self.ranges = bounds(chain.tokens, n)
+        self.created: list[ir.Operation] = []
+        self.slices: dict[tuple[ir.Value, int], list[ir.Value]] = {}
+        self.ints: dict[int, ir.Value] = {}
+
+    def int(self, like, value: int) -> ir.Value:
+        """A torch.constant.int, shared by the ops created after it (the forward precedes the backward)."""
+        if value not in self.ints:
+            with like.location:
+                self.ints[value] = const_int(value)
+        return self.ints[value]
+
+    # ------------------------------------------------------------------ building blocks
+    def emit(self, like, name: str, operands: list, types: list) -> ir.Operation:
+        """A torch.aten op at the current insertion point, at `like`'s location and layout."""
+        with like.location:
+            op = aten(name, operands, types)
+        if "sp.layout" in like.attributes and len(types) == len(ir.ArrayAttr(like.attributes["sp.layout"])):
+            op.attributes["sp.layout"] = like.attributes["sp.layout"]
+        self.created.append(op)
+        return op
+
+    def slice_of(self, like, v: ir.Value, dim: int) -> list[ir.Value]:
+        """v cut into the chunks' row ranges along dim (shared by every reader)."""
+        key = (v, dim)
+        if key not in self.slices:
+            out = []
+            for s, e in self.ranges:
+                sh = shape(v)
+                sh[dim] = e - s
+                ops = [self.int(like, dim), self.int(like, s), self.int(like, e), self.int(like, 1)]
+                out.append(self.emit(like, "slice.Tensor", [v, *ops], [with_shape(v.type, sh)]).results[0])
+            self.slices[key] = out
+        return self.slices[key]
+
+    def accumulate(self, like, acc: ir.Value | None, x: ir.Value) -> ir.Value:
+        if acc is None:
+            return x
+        return self.emit(like, "add.Tensor", [acc, x, self.int(like, 1)], [acc.type]).results[0]
+
+    def matmul_into(self, like, acc: ir.Value | None, a: ir.Value, b: ir.Value) -> ir.Value:
+        """a @ b for the first chunk, then acc + a @ b (addmm: no separate partial product is live)."""
+        t = like.results[0].type
+        if acc is None:
+            return self.emit(like, "mm", [a, b], [t]).results[0]
+        one = self.int(like, 1)
+        return self.emit(like, "addmm", [acc, a, b, one, one], [t]).results[0]
+
+    def logp(self, hc: ir.Value) -> ir.Value:
+        c = self.c
+        v = c.vocab
+        lg = self.emit(c.mm, "mm", [hc, c.mm.operands[1]], [with_shape(c.mm.results[0].type, [shape(hc)[0], v])])
+        lsm = c.lsm.operands
+        return self.emit(c.lsm, "_log_softmax", [lg.results[0], lsm[1], lsm[2]],
+                         [with_shape(c.lsm.results[0].type, [shape(hc)[0], v])]).results[0]
+
+    # ------------------------------------------------------------------ rewrite
+    def forward(self) -> None:
+        c = self.c
+        nll = c.nll
+        logp, target, weight, reduction, ignore = nll.operands
+        out_t, tw_t = (r.type for r in nll.results)
+        with ir.InsertionPoint(nll):
+            hs = self.slice_of(c.mm, c.mm.operands[0], 0)
+            ts = self.slice_of(nll, target, 0)
+            total = count = None
+            for hc, tc in zip(hs, ts):
+                lp = self.logp(hc)
+                part = self.emit(nll, "nll_loss_forward", [lp, tc, weight, self.int(nll, 2), ignore], [out_t, tw_t])
+                total = self.accumulate(nll, total, part.results[0])
+                count = self.accumulate(nll, count, part.results[1])
+            if _const(reduction) == 1:   # a mean: the sum of the chunk sums over the sum of the weights
+                total = self.emit(nll, "div.Tensor", [total, count], [out_t]).results[0]
+        nll.results[0].replace_all_uses_with(total)
+        nll.results[1].replace_all_uses_with(count)
+
+    def backward(self) -> None:
+        c = self.c
+        if c.bwd is None:
+            return
+        consumers = self.consumers()
+        if not consumers:
+            return
+        first = self.first
+        for o in self.moves:
+            o.move_before(first)
+        g, _, target, weight, reduction, ignore, tw = c.bwd.operands
+        dim, dtype = c.lsb.operands[2], c.lsb.operands[3]
+        parts: dict[ir.Operation, list[ir.Value]] = {op: [] for op in c.rows}
+        sums: dict[ir.Operation, ir.Value | None] = {op: None for op in c.left + [mm for _, mm in c.tleft]}
+        with ir.InsertionPoint(first):
+            hs = self.slice_of(c.mm, c.mm.operands[0], 0)
+            ts = self.slice_of(c.bwd, target, 0)
+            for k, (hc, tc) in enumerate(zip(hs, ts)):
+                lp = self.logp(hc)      # the chunk's logits again: nothing [T, V] is saved
+                rows_t = with_shape(c.bwd.results[0].type, shape(lp))
+                dlp = self.emit(c.bwd, "nll_loss_backward", [g, lp, tc, weight, reduction, ignore, tw], [rows_t])
+                dx = self.emit(c.lsb, "_log_softmax_backward_data", [dlp.results[0], lp, dim, dtype],
+                               [rows_t]).results[0]
+                for op in c.rows:
+                    x = op.operands[1]
+                    parts[op].append(self.emit(op, "mm", [dx, x], [with_shape(op.results[0].type,
+                                                                              [shape(dx)[0], shape(x)[1]])]).results[0])
+                for op in c.left:
+                    zc = self.slice_of(op, op.operands[0], 1)[k]
+                    sums[op] = self.matmul_into(op, sums[op], zc, dx)
+                for t, op in c.tleft:
+                    dt = self.emit(t, "t", [dx], [with_shape(t.results[0].type, shape(dx)[::-1])]).results[0]
+                    yc = self.slice_of(op, op.operands[1], 0)[k]
+                    sums[op] = self.matmul_into(op, sums[op], dt, yc)
+            for op, xs in parts.items():
+                with op.location:
+                    lst = ir.Operation.create(_LIST, results=[ir.Type.parse("!torch.list<vtensor>")],
+                                              operands=xs).results[0]
+                cat = self.emit(op, "cat", [lst, self.int(op, 0)], [op.results[0].type]).results[0]
+                op.results[0].replace_all_uses_with(cat)
+        for op, s in sums.items():
+            op.results[0].replace_all_uses_with(s)
+
+    def consumers(self) -> list:
+        return self.c.rows + self.c.left + [mm for _, mm in self.c.tleft]
+
+    def plan_hoist(self) -> None:
+        """The gradient is consumed at the first consumer: the definitions of the other consumers'
+        operands that come after it (and what they read) move before it. NoMatch before any change."""
+        self.first, self.moves = None, []
+        consumers = self.consumers()
+        if self.c.bwd is None or not consumers:
+            return
+        point = consumers[0]
+        for o in consumers[1:]:
+            if o.is_before_in_block(point):
+                point = o
+        chain_ops = set(self.c.ops())
+        seen: set = set()
+
+        def visit(v: ir.Value) -> None:
+            o = _owner(v)
+            if o is None or o in seen or o.is_before_in_block(point):
+                return
+            if o in chain_ops or o == point:
+                raise NoMatch("a gradient consumer reads a value computed from the chain")
+            seen.add(o)
+            for x in o.operands:
+                visit(x)
+            self.moves.append(o)
+
+        for op in consumers:
+            for v in op.operands:
+                if not self._in_chain(v):
+                    visit(v)
+        self.first = point
+
+    def _in_chain(self, v: ir.Value) -> bool:
+        c = self.c
+        chain_values = {c.lsb.results[0], *(o.results[0] for o in c.g_views), *(t.results[0] for t, _ in c.tleft)}
+        return v in chain_values
+
+    def erase_chain(self) -> None:
+        dead = self.c.ops()
+        dead_set = set(dead)
+        inputs = [o for op in dead for o in map(_owner, op.operands) if o is not None and o not in dead_set]
+        while dead:
+            unused = [op for op in dead if not any(list(r.uses) for r in op.results)]
+            if not unused:
+                raise PassError(f"internal: {op_name(dead[0])} still has readers after tiling", dead[0].location)
+            for op in unused:
+                dead.remove(op)
+                op.erase()
+        _erase_dead_constants(inputs)
+
+    def check(self) -> None:
+        for op in self.created:
+            got = meta_shapes(op)
+            want = [shape(r) for r in op.results if is_tensor(r)]
+            if got is not None and got[:len(want)] != want:
+                raise PassError(f"internal: tiled {op_name(op)} has types {want} but computes {got}", op.location)
+
+    def run(self) -> None:
+        self.plan_hoist()   # the only step that can still refuse the chain: before any change
+        self.forward()
+        self.backward()
+        self.erase_chain()
+        self.check()
+
+
+def _erase_dead_constants(ops: list) -> None:
+    """Erase the constants and constant lists among ops (and what they read) left without readers."""
+    cands, stack = [], list(ops)
+    while stack:                      # collect first: an erased op cannot be compared any more
+        o = stack.pop()
+        if o in cands or not (o.name.startswith("torch.constant.") or o.name == _LIST):
+            continue
+        cands.append(o)
+        stack.extend(x for x in map(_owner, o.operands) if x is not None)
+    while True:
+        dead = [o for o in cands if not any(list(r.uses) for r in o.results)]
+        if not dead:
+            return
+        for o in dead:
+            cands.remove(o)
+        for o in dead:
+            o.erase()
+
+
+def _parse_chunks(chunks: str | None, func) -> int | None:
+    if chunks is None:
+        return None
+    try:
+        n = int(chunks)
+    except ValueError:
+        raise PassError(f"chunks={chunks!r} is not an integer", func.location) from None
+    if n < 1:
+        raise PassError(f"chunks={n}: the number of token chunks must be at least 1", func.location)
+    return n
+
+
+@register("sp-tile-sequence", "run the LM head + log-softmax + loss in chunks of tokens (fwd and bwd)")
+def tile_sequence(module_op, chunks: str | None = None) -> None:
+    func = func_of(module_op)
+    want = _parse_chunks(chunks, func)
+    for nll in [o.operation for o in body_ops(func) if op_name(o) == A + "nll_loss_forward"]:
+        try:
+            chain = match(nll)
+        except NoMatch:
+            continue
+        n = default_chunks(chain) if want is None else want
+        if n > chain.tokens:
+            raise PassError(f"chunks={n} exceeds the {chain.tokens} token rows of the loss "
+                            f"([{chain.tokens}, {chain.vocab}] log-probabilities)", nll.location)
+        if n == 1:
+            continue
+        try:
+            Tiler(chain, n).run()
+        except NoMatch:
+            continue

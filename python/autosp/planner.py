@@ -1,0 +1,74 @@
+"""`autospc plan` and remat="auto": memory questions answered from the compiler's prediction alone.
+
+The predicted per-rank peak is affine in the sequence length for a given model, batch, sp and
+policy (every activation is linear in S/P; attention holds no S x S state), so two compiles at small
+lengths give the whole line, and the longest S under a memory size follows."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch.nn as nn
+
+from autosp.frontend import CompileError, capture_train_step
+
+POLICIES = ("none", "sac", "full")          # least recompute first: auto takes the first that fits
+COMPONENTS = ("parameters", "inputs", "saved", "gradients", "transient", "comm")
+
+
+@dataclass
+class Fit:
+    policy: str
+    seq_len: int                      # longest that fits (a multiple of sp); 0 if none
+    predicted_peak_bytes: int         # at seq_len
+    breakdown: dict[str, int]         # at seq_len
+    limit: str                        # what dominates the peak there
+
+    def row(self) -> str:
+        from autosp.inspect_artifact import human
+        return (f"{self.policy:6s} {self.seq_len:>10,d} {human(self.predicted_peak_bytes):>12s}   "
+                f"limited by {self.limit}")
+
+
+def predicted_memory(model: nn.Module, batch: int, seq_len: int, sp: int, dp: int, policies, tile=None) -> dict:
+    """policy -> sp.memory of the compiled step at this length (one capture for all policies)."""
+    from .compiler import lower_step
+    step = capture_train_step(model, batch, seq_len)
+    tile = int(tile) if isinstance(tile, str) and tile.isdigit() else tile
+    return {p: lower_step(step, sp, dp, p, None, tile)[2]["memory"] for p in policies}
+
+
+def longest_sequence(model: nn.Module, sp: int, memory: int, batch: int = 1, dp: int = 1,
+                     policies=POLICIES, granularity: int = 0, tile=None) -> list[Fit]:
+    """For each policy, the longest sequence whose predicted per-rank peak fits `memory` bytes."""
+    g = granularity or sp
+    s1, s2 = 64 * g, 128 * g          # long enough that every per-token term dominates its constant
+    at1 = predicted_memory(model, batch, s1, sp, dp, policies, tile)
+    at2 = predicted_memory(model, batch, s2, sp, dp, policies, tile)
+    fits = []
+    for p in policies:
+        line = {k: _affine(at1[p].get(k, 0), at2[p].get(k, 0), s1, s2) for k in COMPONENTS + ("predicted_peak_bytes",)}
+        a, b = line["predicted_peak_bytes"]
+        s = int((memory - a) // b) // g * g if b > 0 and memory > a else 0
+        at = {k: int(c0 + c1 * s) for k, (c0, c1) in line.items()}
+        limit = max(COMPONENTS, key=lambda k: at[k]) if s else "parameters (nothing fits)"
+        fits.append(Fit(p, s, at["predicted_peak_bytes"], {k: at[k] for k in COMPONENTS}, limit))
+    return fits
+
+
+def _affine(y1: float, y2: float, x1: int, x2: int) -> tuple[float, float]:
+    slope = (y2 - y1) / (x2 - x1)
+    return y1 - slope * x1, slope
+
+
+def choose_policy(memories: dict[str, dict], budget: int) -> str:
+    """remat="auto": the least-recompute policy whose predicted peak fits; else a clear error."""
+    from autosp.inspect_artifact import human
+    for p in POLICIES:
+        if memories[p]["predicted_peak_bytes"] <= budget:
+            return p
+    best = min(POLICIES, key=lambda p: memories[p]["predicted_peak_bytes"])
+    m = memories[best]
+    top = max(COMPONENTS, key=lambda k: m.get(k, 0))
+    raise CompileError(f"no remat policy fits the budget {human(budget)}: the smallest predicted peak is "
+                       f"{human(m['predicted_peak_bytes'])} per rank (policy {best}), dominated by {top} "
+                       f"({human(m[top])}); " + ", ".join(f"{k} {human(m.get(k, 0))}" for k in COMPONENTS))

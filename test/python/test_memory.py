@@ -1,0 +1,64 @@
+"""sp-plan-memory: the predicted per-rank peak against what the runtime measures, and how it is shown."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+import torch
+
+import autosp
+from autosp.frontend import CompileError, load_model
+from autosp.verify import batch_for
+
+
+def _measure(path: str, steps: int = 2) -> int:
+    m = autosp.load(path)
+    m.load_state_dict(load_model("builtin:tiny-llama").state_dict())
+    m.measure_memory = True
+    for step in range(steps):
+        m.zero_grad()
+        ids, labels = batch_for(256, m.input_shape, seed=step)
+        m(ids, labels).backward()
+    return m.peak_bytes
+
+
+def _predicted(path: str) -> int:
+    return json.load(open(os.path.join(path, "plan.json")))["memory"]["predicted_peak_bytes"]
+
+
+@pytest.mark.parametrize("remat", ["none", "sac", "full"])
+@pytest.mark.parametrize("seq", [128, 512, 1024])
+def test_prediction_within_10_percent(remat, seq, compile_to):
+    path = compile_to("builtin:tiny-llama", 1, seq=seq, remat=remat)
+    measured, predicted = _measure(path), _predicted(path)
+    assert abs(predicted - measured) <= 0.10 * measured, (predicted, measured)
+
+
+def test_prediction_on_two_ranks(compile_to):
+    from autosp.launch import spawn
+    path = compile_to("builtin:tiny-llama", 2, seq=512, remat="sac")
+    measured = spawn(2, _measure, path)
+    for m in measured:
+        assert abs(_predicted(path) - m) <= 0.10 * m, (_predicted(path), measured)
+
+
+def test_budget_error_names_the_breakdown():
+    ids = torch.zeros(2, 256, dtype=torch.long)
+    with pytest.raises(CompileError, match=r"predicted peak \d+\.\d MiB per rank exceeds the budget 1\.0 MiB "
+                                           r"\(parameters 417\.3 KiB, gradients 417\.2 KiB, inputs .*saved .*transient"):
+        autosp.compile(load_model("builtin:tiny-llama", empty=True), (ids, ids), sp=1, memory_budget="1MiB")
+
+
+def test_inspect_json_and_plot(compile_to, tmp_path):
+    path = compile_to("builtin:tiny-llama", 2, seq=64)
+    out = subprocess.run(["autospc", "inspect", path, "--json"], capture_output=True, text=True, check=True).stdout
+    info = json.loads(out)
+    assert info["predicted_peak_bytes"] == _predicted(path)
+    assert set(info["breakdown"]) == {"parameters", "inputs", "saved", "gradients", "transient", "comm"}
+    assert sum(info["breakdown"].values()) <= info["predicted_peak_bytes"]
+    png = tmp_path / "timeline.png"
+    text = subprocess.run(["autospc", "inspect", path, "--plot", str(png)], capture_output=True, text=True,
+                          check=True).stdout
+    assert "predicted peak" in text and png.read_bytes().startswith(b"\x89PNG")
