@@ -47,10 +47,10 @@ def build_model(args: argparse.Namespace) -> nn.Module:
     return TinyLlamaForCausalLM(TinyLlamaConfig(**overrides))
 
 
-def compile_module(model: nn.Module, batch: int, seq: int, workdir: str) -> nn.Module:
+def compile_module(model: nn.Module, batch: int, seq: int, workdir: str, remat: str) -> nn.Module:
     """Compile `model` for [batch, seq] at sp=1, save, load, and give it the model's weights."""
     ids = torch.zeros(batch, seq, dtype=torch.long)
-    art = autosp.compile(model, example_inputs=(ids, ids.clone()), sp=1)
+    art = autosp.compile(model, example_inputs=(ids, ids.clone()), sp=1, remat=remat)
     m = autosp.load(art.save(f"{workdir}/step_{batch}x{seq}.autosp"))
     m.load_state_dict(model.state_dict())
     return m
@@ -120,6 +120,9 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=3, help="untimed iterations per side first (default 3)")
     p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (default 1)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--remat", default="none", choices=["none", "sac", "full"],
+                   help="remat policy (default none: eager saves everything too, so the ratio is the "
+                        "runtime's own overhead; sac/full add their recompute)")
     p.add_argument("--layers", type=int, default=None, help="num_hidden_layers (tiny-llama: 2)")
     p.add_argument("--hidden", type=int, default=None, help="hidden_size (tiny-llama: 64)")
     p.add_argument("--intermediate", type=int, default=None, help="intermediate_size (tiny-llama: 128)")
@@ -140,7 +143,7 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as workdir:
         for batch, seq in parse_sizes(args.sizes):
-            m = compile_module(model, batch, seq, workdir)
+            m = compile_module(model, batch, seq, workdir, args.remat)
             gen = torch.Generator().manual_seed(args.seed)
             ids = torch.randint(0, c.vocab_size, (batch, seq), generator=gen)
             labels = torch.randint(0, c.vocab_size, (batch, seq), generator=gen)
