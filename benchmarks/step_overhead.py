@@ -137,7 +137,7 @@ def main() -> None:
     n_params = sum(p.numel() for p in model.parameters())
     print(f"tiny-llama: {c.num_hidden_layers} layers, hidden {c.hidden_size}, intermediate {c.intermediate_size}, "
           f"heads {c.num_attention_heads}/{c.num_key_value_heads}, vocab {c.vocab_size}, {n_params / 1e6:.2f} M params; "
-          f"sp=1 on CPU, {torch.get_num_threads()} thread(s), median of {args.iters} interleaved iterations "
+          f"sp=1 on CPU, remat {args.remat}, {torch.get_num_threads()} thread(s), median of {args.iters} interleaved iterations "
           f"after {args.warmup} warmup; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     head = f"{'batch x seq':>12} {'ops':>6} {'eager ms':>10} {'compiled ms':>12} {'ratio':>7} {'max grad err':>13}"
     rows = []
