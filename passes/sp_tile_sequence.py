@@ -19,10 +19,12 @@ and rewritten, for chunk c of rows [s_c, e_c) (`slice.Tensor` on dim 0), into
   backward  the chunk's logits are recomputed (mm + _log_softmax of the same rows, bit-identical
             to the forward's), then nll_loss_backward with the unchanged global total_weight,
             _log_softmax_backward_data, and the consumers per chunk: d hidden rows joined with
-            `cat` along tokens, d weight chunk contributions accumulated with `add.Tensor`.
+            `cat` along tokens, d weight chunk contributions accumulated (`addmm`).
 The backward recomputes its own chunk logits instead of reading the forward's, so no remat policy
-saves (and no point of the program holds) more than one [T/N, V] logits tile and its gradient; the
-cost is one head matmul per step, which sac would recompute anyway.
+saves any logits and only the [T/N, V] tiles of one chunk (logits, log-probabilities, their
+gradient) are live at a time, in the forward and in the backward. The cost is one head matmul per
+step (the sac policy would recompute it anyway). The weight-gradient contributions are summed with
+`addmm` (acc + t(dlogits_c) @ h_c), so no separate partial product is live either.
 
 Chunks: chunks=N gives N balanced chunks (sizes floor(T/N) or ceil(T/N), the larger first), so N
 need not divide T; N > T is an error. Without the option the pass picks the smallest N such that a
@@ -43,8 +45,8 @@ from torch_mlir import ir
 
 from .aten_call import ELEMENT_TYPES, meta_shapes
 from .registry import PassError, register
-from .torch_ir import aten, body_ops, const_int, const_value, dtype_str, func_of, is_tensor, op_name, shape, \
-    with_shape
+from .torch_ir import (aten, body_ops, const_int, const_value, dtype_str, func_of, funcs_of, is_tensor, op_name,
+                       shape, with_shape)
 
 A = "torch.aten."
 _VIEWS = {A + "view", A + "_unsafe_view", A + "reshape"}
@@ -115,7 +117,7 @@ class Chain:
     nll: ir.Operation                   # nll_loss_forward
     bwd: ir.Operation | None = None     # nll_loss_backward
     lsb: ir.Operation | None = None     # _log_softmax_backward_data
-    g_views: list = field(default_factory=list)
+    g_views: list = field(default_factory=list)   # views (and unread transposes) of the gradient
     rows: list = field(default_factory=list)      # mm(G, X)
     left: list = field(default_factory=list)      # mm(Z, G)
     tleft: list = field(default_factory=list)     # (t(G), mm(t(G), Y))
@@ -134,7 +136,7 @@ class Chain:
             out += [self.bwd, self.lsb, *self.g_views, *self.rows, *self.left]
             for t, mm in self.tleft:
                 out += [t, mm]
-        return out
+        return list(dict.fromkeys(out))   # a transpose read by two matmuls is listed once
 
 
 def match(nll) -> Chain:
@@ -201,6 +203,8 @@ def match(nll) -> Chain:
             elif op_name(user) == A + "mm" and i == 1 and user.operands[0] != g:
                 chain.left.append(user)
             elif _transpose_2d(user) and i == 0:
+                if not _uses(user.results[0]):
+                    chain.g_views.append(user)    # dead: erased with the chain
                 for mm_user, j in _uses(user.results[0]):
                     if op_name(mm_user) != A + "mm" or j != 0 or shape(mm_user.operands[1])[0] != t:
                         raise NoMatch(f"the transposed logits gradient is read by {op_name(mm_user)}")
@@ -240,7 +244,7 @@ class Tiler:
         self.slices: dict[tuple[ir.Value, int], list[ir.Value]] = {}
         self.ints: dict[int, ir.Value] = {}
 
-    def int(self, like, value: int) -> ir.Value:
+    def const(self, like, value: int) -> ir.Value:
         """A torch.constant.int, shared by the ops created after it (the forward precedes the backward)."""
         if value not in self.ints:
             with like.location:
@@ -265,7 +269,7 @@ class Tiler:
             for s, e in self.ranges:
                 sh = shape(v)
                 sh[dim] = e - s
-                ops = [self.int(like, dim), self.int(like, s), self.int(like, e), self.int(like, 1)]
+                ops = [self.const(like, dim), self.const(like, s), self.const(like, e), self.const(like, 1)]
                 out.append(self.emit(like, "slice.Tensor", [v, *ops], [with_shape(v.type, sh)]).results[0])
             self.slices[key] = out
         return self.slices[key]
@@ -273,14 +277,14 @@ class Tiler:
     def accumulate(self, like, acc: ir.Value | None, x: ir.Value) -> ir.Value:
         if acc is None:
             return x
-        return self.emit(like, "add.Tensor", [acc, x, self.int(like, 1)], [acc.type]).results[0]
+        return self.emit(like, "add.Tensor", [acc, x, self.const(like, 1)], [acc.type]).results[0]
 
     def matmul_into(self, like, acc: ir.Value | None, a: ir.Value, b: ir.Value) -> ir.Value:
         """a @ b for the first chunk, then acc + a @ b (addmm: no separate partial product is live)."""
         t = like.results[0].type
         if acc is None:
             return self.emit(like, "mm", [a, b], [t]).results[0]
-        one = self.int(like, 1)
+        one = self.const(like, 1)
         return self.emit(like, "addmm", [acc, a, b, one, one], [t]).results[0]
 
     def logp(self, hc: ir.Value) -> ir.Value:
@@ -295,7 +299,7 @@ class Tiler:
     def forward(self) -> None:
         c = self.c
         nll = c.nll
-        logp, target, weight, reduction, ignore = nll.operands
+        _, target, weight, reduction, ignore = nll.operands
         out_t, tw_t = (r.type for r in nll.results)
         with ir.InsertionPoint(nll):
             hs = self.slice_of(c.mm, c.mm.operands[0], 0)
@@ -303,7 +307,7 @@ class Tiler:
             total = count = None
             for hc, tc in zip(hs, ts):
                 lp = self.logp(hc)
-                part = self.emit(nll, "nll_loss_forward", [lp, tc, weight, self.int(nll, 2), ignore], [out_t, tw_t])
+                part = self.emit(nll, "nll_loss_forward", [lp, tc, weight, self.const(nll, 2), ignore], [out_t, tw_t])
                 total = self.accumulate(nll, total, part.results[0])
                 count = self.accumulate(nll, count, part.results[1])
             if _const(reduction) == 1:   # a mean: the sum of the chunk sums over the sum of the weights
@@ -349,7 +353,7 @@ class Tiler:
                 with op.location:
                     lst = ir.Operation.create(_LIST, results=[ir.Type.parse("!torch.list<vtensor>")],
                                               operands=xs).results[0]
-                cat = self.emit(op, "cat", [lst, self.int(op, 0)], [op.results[0].type]).results[0]
+                cat = self.emit(op, "cat", [lst, self.const(op, 0)], [op.results[0].type]).results[0]
                 op.results[0].replace_all_uses_with(cat)
         for op, s in sums.items():
             op.results[0].replace_all_uses_with(s)
@@ -454,6 +458,9 @@ def _parse_chunks(chunks: str | None, func) -> int | None:
 
 @register("sp-tile-sequence", "run the LM head + log-softmax + loss in chunks of tokens (fwd and bwd)")
 def tile_sequence(module_op, chunks: str | None = None) -> None:
+    if any("sp.remat" in f.attributes for f in funcs_of(module_op)):
+        raise PassError("the step is already split into @forward/@backward: sp-tile-sequence runs on the "
+                        "joint step, before sp-plan-remat", module_op.location)
     func = func_of(module_op)
     want = _parse_chunks(chunks, func)
     for nll in [o.operation for o in body_ops(func) if op_name(o) == A + "nll_loss_forward"]:

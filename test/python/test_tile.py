@@ -1,0 +1,165 @@
+"""sp-tile-sequence: the LM head + loss in token chunks is exact, and no [tokens, vocab] tensor is left
+in the compiled forward or backward."""
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import pytest
+import torch
+
+from autosp.verify import verify
+from conftest import spec_for
+
+TOL = 1e-5
+BATCH, SEQ, CHUNKS = 2, 64, 4
+TINY = "builtin:tiny-llama"
+
+
+def _ok(reports) -> None:
+    for r in reports:
+        assert r.ok(TOL), (r.loss_rel_err, r.worst[:3])
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    """compiled(spec, sp, tile=4, seq=64, remat="sac") -> saved artifact path (cached per module)."""
+    import autosp
+    from autosp.frontend import load_model
+    cache: dict[tuple, str] = {}
+
+    def run(spec: str, sp: int, tile=CHUNKS, seq: int = SEQ, remat: str = "sac") -> str:
+        key = (spec, sp, tile, seq, remat)
+        if key not in cache:
+            path = str(tmp_path_factory.mktemp("tile") / "m.autosp")
+            ids = torch.zeros(BATCH, seq, dtype=torch.long)
+            autosp.compile(load_model(spec, empty=True), (ids, ids), sp=sp, remat=remat, tile=tile,
+                           model_name=spec).save(path)
+            cache[key] = path
+        return cache[key]
+    return run
+
+
+def _programs(path: str) -> dict:
+    return json.load(open(os.path.join(path, "program.json")))["programs"]
+
+
+def _head(path: str) -> tuple[int, int]:
+    """(vocab, hidden) from the lm_head weight [V, D] (or the tied embedding)."""
+    params = json.load(open(os.path.join(path, "params.json")))["parameters"]
+    name = "lm_head.weight" if "lm_head.weight" in params else "model.embed_tokens.weight"
+    v, d = params[name]["shape"]
+    return v, d
+
+
+def _vocab_rows(path: str) -> list[tuple[str, int, list[int]]]:
+    """(program, rows, shape) of every tensor an instruction produces or a program receives that has a
+    vocab dim, except the weight-shaped [V, D] / [D, V] ones; rows = elements / V."""
+    v, d = _head(path)
+    out = []
+    for name, prog in _programs(path).items():
+        shapes = [a["shape"] for a in prog["args"]] + [s for i in prog["instructions"] for s in i["shapes"]]
+        for s in shapes:
+            if s is not None and v in s and sorted(s) != sorted([v, d]):
+                out.append((name, math.prod(s) // v, s))
+    return out
+
+
+def _log_softmax_shapes(path: str) -> dict[str, list[list[int]]]:
+    return {name: [i["shapes"][0] for i in p["instructions"] if i["op"] == "aten._log_softmax.default"]
+            for name, p in _programs(path).items()}
+
+
+@pytest.mark.parametrize("sp", [1, 2])
+def test_tiled_matches_eager(sp, compiled):
+    path = compiled(TINY, sp)
+    stages = json.load(open(os.path.join(path, "manifest.json")))["stages"]
+    assert f"sp-tile-sequence{{chunks={CHUNKS}}}" in stages
+    assert stages.index(f"sp-tile-sequence{{chunks={CHUNKS}}}") < stages.index("sp-plan-remat{policy=sac}")
+    _ok(verify(path, TINY, sp, steps=2))
+
+
+@pytest.mark.parametrize("sp", [1, 2])
+def test_no_whole_logits(sp, compiled):
+    path = compiled(TINY, sp)
+    v, _ = _head(path)
+    tokens = BATCH * SEQ // sp
+    rows = _vocab_rows(path)
+    assert rows, "no logits-shaped tensor at all"
+    worst = max(rows, key=lambda r: r[1])
+    assert worst[1] == tokens // CHUNKS, worst          # the largest is one [T/4, V] tile
+    assert [tokens, v] not in [s for _, _, s in rows]
+    # four chunks in the forward, four recomputed in the backward
+    assert _log_softmax_shapes(path) == {"forward": [[tokens // CHUNKS, v]] * CHUNKS,
+                                         "backward": [[tokens // CHUNKS, v]] * CHUNKS}
+    _assert_no_saved_logits(path)
+
+
+def _assert_no_saved_logits(path: str) -> None:
+    v, d = _head(path)
+    saved = [a["shape"] for a in _programs(path)["backward"]["args"] if a["role"] == "saved"]
+    assert not [s for s in saved if v in s and sorted(s) != sorted([v, d])], saved
+
+
+def test_untiled_has_whole_logits(compiled):
+    """The check above is meaningful: without tiling the step holds [T, V] tensors."""
+    path = compiled(TINY, 2, tile=None)
+    v, _ = _head(path)
+    assert max(r[1] for r in _vocab_rows(path)) == BATCH * SEQ // 2
+    assert _log_softmax_shapes(path)["forward"] == [[BATCH * SEQ // 2, v]]
+
+
+def test_chunks_keep_the_head_locations(compiled):
+    """The chunk ops carry the locations of the ops they replace (sp-plan-remat reads them)."""
+    whole, tiled = _programs(compiled(TINY, 2, tile=None)), _programs(compiled(TINY, 2))
+    v, _ = _head(compiled(TINY, 2))
+
+    def locs(progs, op):
+        return {i["loc"] for p in progs.values() for i in p["instructions"]
+                if i["op"] == op and i["shapes"][0] and i["shapes"][0][-1] == v}
+    for op in ("aten.mm.default", "aten._log_softmax.default", "aten._log_softmax_backward_data.default"):
+        assert locs(tiled, op) == locs(whole, op) != {""}, op
+    mlir = open(os.path.join(compiled(TINY, 2), "program.mlir")).read()
+    assert '"lm_head"(' in mlir
+
+
+@pytest.mark.parametrize("remat", ["none", "full"])
+def test_every_policy_is_exact_and_saves_no_logits(remat, compiled):
+    path = compiled(TINY, 2, remat=remat)
+    _assert_no_saved_logits(path)
+    _ok(verify(path, TINY, 2, steps=1))
+
+
+def test_uneven_chunks(compiled):
+    """chunks=3 on 64 local tokens: balanced chunks of 22, 21, 21 rows."""
+    path = compiled(TINY, 2, tile=3)
+    v, _ = _head(path)
+    assert _log_softmax_shapes(path)["forward"] == [[22, v], [21, v], [21, v]]
+    _ok(verify(path, TINY, 2, steps=1))
+
+
+@pytest.mark.parametrize("model", ["llama", "qwen2"])
+def test_auto_chunks_hf(model, hf_dir, compiled):
+    """tile="auto": the pass's rule, the smallest N with a [T/N, V] fp32 tile <= 2 x [T, D]:
+    V = 96, D = 32 -> N = 2. Qwen2 ties the head to the embedding."""
+    spec = spec_for(model, hf_dir)
+    path = compiled(spec, 2, tile="auto", seq=16)
+    assert "sp-tile-sequence" in json.load(open(os.path.join(path, "manifest.json")))["stages"]
+    assert _log_softmax_shapes(path)["forward"] == [[8, 96], [8, 96]]
+    _ok(verify(path, spec, 2, steps=2))
+
+
+def test_chunk_rule_and_bounds():
+    from autosp.passes.sp_tile_sequence import bounds
+    assert bounds(8, 4) == [(0, 2), (2, 4), (4, 6), (6, 8)]
+    assert bounds(8, 3) == [(0, 3), (3, 6), (6, 8)]
+    assert bounds(5, 5) == [(i, i + 1) for i in range(5)]
+
+
+def test_too_many_chunks_is_a_compile_error():
+    import autosp
+    from autosp.frontend import CompileError, load_model
+    ids = torch.zeros(1, 8, dtype=torch.long)
+    with pytest.raises(CompileError, match=r"chunks=9 exceeds the 8 token rows of the loss"):
+        autosp.compile(load_model(TINY, empty=True), (ids, ids), sp=1, tile=9)
