@@ -96,6 +96,8 @@ class Split:
         for op in backward:
             for x in op.operation.operands:
                 need(x)
+        for x in self.ret.operation.operands[1:]:   # a gradient the forward already computed
+            need(x)
         fwd = [o for o in self.ops if o.operation in self.forward]
         rec = [o for o in fwd if o.operation in recompute]
         order = {o.operation: i for i, o in enumerate(self.ops)}
