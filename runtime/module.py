@@ -29,8 +29,9 @@ class _Step(torch.autograd.Function):
         module = ctx.module
         by_name = dict(zip(module._grad_names, module.backward_program.run(ctx.inputs, ctx.memory)))
         ctx.inputs = None
-        if ctx.memory is not None:
-            module.peak_bytes = ctx.memory.peak
+        if ctx.memory is not None:   # on a GPU the allocator's own high-water mark
+            module.peak_bytes = torch.cuda.max_memory_allocated(grad_loss.device) if grad_loss.is_cuda \
+                else ctx.memory.peak
         # the programs' gradients are of the loss itself: scale by the incoming gradient (exact,
         # linear), in place: they are the program's own fresh tensors
         grads = [by_name[n].mul_(grad_loss) if n in by_name else None for n in module._param_names]
@@ -50,7 +51,8 @@ class CompiledModule(nn.Module):
         self._grad_names = [r.split(":", 1)[1] for r in bwd["results"]]
         self.input_shape = next(a["shape"] for a in fwd["args"] if a["role"] == "input")
         # measure_memory: track the live bytes of every step; peak_bytes is the last step's high-water
-        # mark (parameters, buffers, .grad, inputs, saved values and every program value)
+        # mark (parameters, buffers, .grad, inputs, saved values and every program value; on a GPU
+        # torch.cuda.max_memory_allocated)
         self.measure_memory = False
         self.peak_bytes: int | None = None
         specs = artifact.params["parameters"]
@@ -65,6 +67,8 @@ class CompiledModule(nn.Module):
             self._place(name, artifact.buffer(name), parameter=False)
 
     def _start_measuring(self, params) -> LiveBytes:
+        if params[0].is_cuda:
+            torch.cuda.reset_peak_memory_stats(params[0].device)
         resident = [*params, *self.buffers(), *(p.grad for p in params if p.grad is not None)]
         return LiveBytes(base=resident_bytes(resident), exclude=resident)
 
