@@ -150,7 +150,7 @@ def predict(module_op) -> dict[str, int]:
         f.attributes["sp.live_peak_bytes"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), p)
         f.attributes["sp.live_timeline"] = ir.DenseI64ArrayAttr.get(line)
     return {"predicted_peak_bytes": peak, "parameters": params, "inputs": inputs, **at_peak,
-            "saved_bytes": saved, "gradient_bytes": grads,
+            "saved_bytes": saved, "gradient_bytes": grads, "forward_peak_bytes": f_peak, "backward_peak_bytes": b_peak,
             "forward_timeline": f_line, "backward_timeline": b_line}
 
 

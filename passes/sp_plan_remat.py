@@ -8,8 +8,9 @@ forward saves for the backward. Options: policy=none|full|sac.
 Collectives are never recomputed: their results are always saved. Layers are read from the
 locations' module paths (`model.layers.3...` -> layer `model.layers.3`).
 
-@forward(args...) -> (loss, saved...); @backward(args..., saved...) -> (grads...). The recomputed
-ops are cloned at the top of @backward, in forward order.
+@forward(args...) -> (loss, saved...); @backward(args..., saved...) -> (grads...). A recomputed op
+is cloned into @backward just before its first reader there, so each layer's activations are
+rebuilt only when that layer's gradients run (and die after them), not all at once.
 """
 from __future__ import annotations
 
@@ -76,8 +77,8 @@ class Split:
         seg = segment(op)
         return any(u.owner.operation in self.forward and segment(u.owner.operation) != seg for u in v.uses)
 
-    def plan(self) -> tuple[list, list, list[ir.Value]]:
-        """(forward ops, recomputed ops, saved values), ops in program order."""
+    def plan(self) -> tuple[list, list, set, list[ir.Value]]:
+        """(forward ops, backward ops, recomputed ops, saved values), ops in program order."""
         backward = [o for o in self.ops if o.operation not in self.forward]
         recompute: set = set()
         saved: dict[ir.Value, None] = {}
@@ -99,19 +100,21 @@ class Split:
         for x in self.ret.operation.operands[1:]:   # a gradient the forward already computed
             need(x)
         fwd = [o for o in self.ops if o.operation in self.forward]
-        rec = [o for o in fwd if o.operation in recompute]
         order = {o.operation: i for i, o in enumerate(self.ops)}
-        return fwd, rec + backward, sorted(saved, key=lambda v: order[_owner(v)])
+        return fwd, backward, recompute, sorted(saved, key=lambda v: order[_owner(v)])
 
 
-def _clone_into(ops: list, mapping: dict, block_end) -> None:
-    """Clone ops (and the constants they read) before block_end, remapping operands."""
+def _clone_into(ops: list, mapping: dict, block_end, lazy: set = frozenset()):
+    """Clone ops before block_end, remapping operands; the constants they read and the ops of `lazy`
+    (recomputation) are cloned on demand, just before their first reader. Returns the resolver
+    (old value -> value in the new function) for the terminator."""
     def value(v: ir.Value) -> ir.Value:
         if v in mapping:
             return mapping[v]
         op = _owner(v)
-        if op is None or not _is_constant(op):
-            raise PassError(f"internal: {v} is not available in the new function", op.location if op else None)
+        if op is None or not (_is_constant(op) or op in lazy):
+            raise PassError(f"internal: {v.get_name()} is not available in the new function",
+                            op.location if op else None)
         clone_one(op)
         return mapping[v]
 
@@ -125,6 +128,7 @@ def _clone_into(ops: list, mapping: dict, block_end) -> None:
 
     for op in ops:
         clone_one(op.operation)
+    return value
 
 
 def _new_func(name: str, arg_types: list, result_types: list, ip: ir.InsertionPoint):
@@ -137,7 +141,7 @@ def _new_func(name: str, arg_types: list, result_types: list, ip: ir.InsertionPo
 def plan_remat(module_op, policy: str = "sac") -> None:
     func = func_of(module_op)
     split = Split(func, policy)
-    fwd_ops, bwd_ops, saved = split.plan()
+    fwd_ops, bwd_ops, recompute, saved = split.plan()
     block = func.regions[0].blocks[0]
     args = list(block.arguments)
     arg_types = [a.type for a in args]
@@ -161,12 +165,12 @@ def plan_remat(module_op, policy: str = "sac") -> None:
     fmap = dict(zip(args, fb.arguments))
     with func.location:
         end = ir.InsertionPoint(fb)
-        _clone_into(fwd_ops, fmap, end)
-        func_d.ReturnOp([fmap[ret_vals[0]]] + [fmap[v] for v in saved], ip=end)
+        value = _clone_into(fwd_ops, fmap, end)
+        func_d.ReturnOp([value(ret_vals[0])] + [value(v) for v in saved], ip=end)
         # backward: recomputation, then the gradient ops
         bb = bwd.regions[0].blocks[0]
         bmap = dict(zip(args + saved, bb.arguments))
         end = ir.InsertionPoint(bb)
-        _clone_into(bwd_ops, bmap, end)
-        func_d.ReturnOp([bmap[v] for v in ret_vals[1:]], ip=end)
+        value = _clone_into(bwd_ops, bmap, end, lazy=recompute)
+        func_d.ReturnOp([value(v) for v in ret_vals[1:]], ip=end)
     func.erase()

@@ -39,20 +39,43 @@ def predicted_memory(model: nn.Module, batch: int, seq_len: int, sp: int, dp: in
 
 def longest_sequence(model: nn.Module, sp: int, memory: int, batch: int = 1, dp: int = 1,
                      policies=POLICIES, granularity: int = 0, tile=None) -> list[Fit]:
-    """For each policy, the longest sequence whose predicted per-rank peak fits `memory` bytes."""
+    """For each policy, the longest sequence whose predicted per-rank peak fits `memory` bytes.
+
+    The peak is the max over ops of affine functions of S, so a line through two short lengths can
+    undershoot far away: fit once at 64g / 128g, then again at half and all of that first answer."""
     g = granularity or sp
-    s1, s2 = 64 * g, 128 * g          # long enough that every per-token term dominates its constant
+    fits = _fit(model, sp, dp, memory, batch, policies, tile, g, 64 * g, 128 * g)
+    again = []
+    for f in fits:
+        hi = max(f.seq_len, 2 * g)
+        again.append(_fit(model, sp, dp, memory, batch, (f.policy,), tile, g, max(hi // 2 // g * g, g), hi)[0])
+    return again
+
+
+def _fit(model, sp, dp, memory, batch, policies, tile, g, s1, s2) -> list[Fit]:
     at1 = predicted_memory(model, batch, s1, sp, dp, policies, tile)
     at2 = predicted_memory(model, batch, s2, sp, dp, policies, tile)
     fits = []
     for p in policies:
-        line = {k: _affine(at1[p].get(k, 0), at2[p].get(k, 0), s1, s2) for k in COMPONENTS + ("predicted_peak_bytes",)}
-        a, b = line["predicted_peak_bytes"]
-        s = int((memory - a) // b) // g * g if b > 0 and memory > a else 0
+        keys = COMPONENTS + ("predicted_peak_bytes", "forward_peak_bytes", "backward_peak_bytes")
+        line = {k: _affine(at1[p].get(k, 0), at2[p].get(k, 0), s1, s2) for k in keys}
+        # peak = parameters + inputs + max(forward peak, backward peak): each side is affine in S
+        base = [x + y for x, y in zip(line["parameters"], line["inputs"])]
+        s = min(_solve(memory, base, line[k], g) for k in ("forward_peak_bytes", "backward_peak_bytes"))
         at = {k: int(c0 + c1 * s) for k, (c0, c1) in line.items()}
+        at["predicted_peak_bytes"] = int(base[0] + base[1] * s + max(
+            line[k][0] + line[k][1] * s for k in ("forward_peak_bytes", "backward_peak_bytes")))
         limit = max(COMPONENTS, key=lambda k: at[k]) if s else "parameters (nothing fits)"
         fits.append(Fit(p, s, at["predicted_peak_bytes"], {k: at[k] for k in COMPONENTS}, limit))
     return fits
+
+
+def _solve(memory: int, base: list[float], side: tuple[float, float], g: int) -> int:
+    """The largest multiple of g with base(S) + side(S) <= memory (0 if none)."""
+    a, b = base[0] + side[0], base[1] + side[1]
+    if b <= 0:
+        return 10**12 if memory >= a else 0
+    return max(int((memory - a) // b) // g * g, 0)
 
 
 def _affine(y1: float, y2: float, x1: int, x2: int) -> tuple[float, float]:

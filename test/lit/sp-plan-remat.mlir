@@ -20,26 +20,28 @@
 
 // full saves what crosses a layer boundary (%r read by layer 1, the attention output read by
 // lm_head) and collective results (%r); the layer-0 product %a and the attention (for its softmax
-// statistics) are recomputed in @backward.
+// statistics) are recomputed in @backward, each just before its first reader.
 // FULL-LABEL: func.func @forward(
 // FULL-SAME:    sp.results = ["loss", "saved:0", "saved:1"]
 // FULL:         %[[R:[0-9]+]] = "sp.all_reduce"
 // FULL:         %[[FO:[0-9]+]]:2 = "sp.attention"
 // FULL:         return %{{.*}}, %[[R]], %[[FO]]#0 :
 // FULL-LABEL: func.func @backward(%arg0: !torch.vtensor<[2,4,8,8],f32>, %arg1: !torch.vtensor<[2,4,8,8],f32>, %arg2: !torch.vtensor<[2,4,8,8],f32>, %arg3: !torch.vtensor<[2,4,8,8],f32>)
-// FULL-NEXT:    %[[A:[0-9]+]] = torch.aten.mul.Tensor %arg1, %arg0
 // FULL-NOT:     "sp.all_reduce"
 // FULL:         %[[O:[0-9]+]]:2 = "sp.attention"(%arg2, %arg2, %arg2)
-// FULL:         "sp.attention_grad"(%{{.*}}, %arg2, %arg2, %arg2, %[[O]]#0, %[[O]]#1)
+// FULL-NEXT:    %[[G:[0-9]+]]:3 = "sp.attention_grad"(%{{.*}}, %arg2, %arg2, %arg2, %arg3, %[[O]]#1)
+// FULL-NEXT:    %[[A:[0-9]+]] = torch.aten.mul.Tensor %arg1, %arg0
+// FULL-NEXT:    torch.aten.mul.Tensor %[[G]]#0, %[[A]]
 
-// sac keeps the attention results and recomputes the cheap product.
+// sac keeps the attention results and recomputes the cheap product where it is read.
 // SAC-LABEL: func.func @forward(
 // SAC-SAME:    sp.results = ["loss", "saved:0", "saved:1", "saved:2"]
 // SAC:         return %{{.*}}, %[[R:[0-9]+]], %[[O:[0-9]+]]#0, %[[O]]#1
 // SAC-LABEL: func.func @backward(
-// SAC-NEXT:     torch.aten.mul.Tensor %arg1, %arg0
 // SAC-NOT:      "sp.attention"(
-// SAC:          "sp.attention_grad"(%{{.*}}, %arg2, %arg2, %arg2, %arg3, %arg4)
+// SAC:          %[[G:[0-9]+]]:3 = "sp.attention_grad"(%{{.*}}, %arg2, %arg2, %arg2, %arg3, %arg4)
+// SAC-NEXT:     %[[A:[0-9]+]] = torch.aten.mul.Tensor %arg1, %arg0
+// SAC-NEXT:     torch.aten.mul.Tensor %[[G]]#0, %[[A]]
 
 // BAD: error: sp-plan-remat: unknown remat policy 'most'; use one of none, full, sac
 #l0 = loc("model.layers.0.mlp"("model.py":10:0))
