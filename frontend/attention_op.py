@@ -75,7 +75,7 @@ def _sdpa_to_semantic(q: Tensor, k: Tensor, v: Tensor, attn_mask=None, dropout_p
 
 
 class AttentionCapture(torch.overrides.TorchFunctionMode):
-    """Redirects SDPA to the semantic op and tracks the nn.Module path for error messages."""
+    """Redirects F.scaled_dot_product_attention to the semantic op autosp::attention."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}

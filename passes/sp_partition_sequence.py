@@ -16,9 +16,9 @@ from .aten_call import meta_shapes
 from .layouts import REP, Layout, local_shape
 from .registry import PassError, func_attr, register
 from .sp_propagate_sequence import IDENTITY, INT64_MAX, RESHAPE, SKIP
-from .torch_ir import (aten, body_ops, const_float, const_int, const_none, const_value, func_of, int_list_value, is_tensor, op_name, shape, strings, with_shape, const_bool)
+from .torch_ir import (I64, aten, body_ops, const_bool, const_float, const_int, const_none, const_value, func_of,
+                       int_list_value, is_tensor, op_name, shape, strings, with_shape)
 
-I64 = lambda: ir.IntegerType.get_signless(64)  # noqa: E731
 A = "torch.aten."
 
 

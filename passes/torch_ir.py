@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Iterator
+from typing import Any
 
 from torch_mlir import ir
 
@@ -148,7 +148,3 @@ def aten(name: str, operands: list[ir.Value], result_types: list[ir.Type]) -> ir
     """Create `torch.aten.<name>` at the current insertion point."""
     return ir.Operation.create(f"torch.aten.{name}", results=result_types, operands=operands)
 
-
-def users(v: ir.Value) -> Iterator[ir.Operation]:
-    for u in v.uses:
-        yield u.owner
