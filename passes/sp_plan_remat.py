@@ -5,7 +5,8 @@ forward saves for the backward. Options: policy=none|full|sac.
   full  save only what crosses a layer boundary (each layer's inputs); recompute the rest of the layer
   sac   sequence-aware: also keep attention outputs and softmax statistics (quadratic in S to
         recompute); recompute projections, norms and pointwise work (linear in S)
-Collectives are never recomputed: their results are always saved. Layers are read from the
+Collectives are never recomputed: their results are always saved; so are scalars (a loss's token
+count would otherwise recompute the whole chain below it, for 4 bytes). Layers are read from the
 locations' module paths (`model.layers.3...` -> layer `model.layers.3`).
 
 @forward(args...) -> (loss, saved...); @backward(args..., saved...) -> (grads...). A recomputed op
@@ -20,7 +21,7 @@ from torch_mlir import ir
 from torch_mlir.dialects import func as func_d
 
 from .registry import PassError, func_attr, register
-from .torch_ir import body_ops, func_of, location_module, op_name, string_array, strings
+from .torch_ir import body_ops, func_of, is_tensor, location_module, op_name, shape, string_array, strings
 
 POLICIES = ("none", "full", "sac")
 _CONSTANT = ("torch.constant.",)
@@ -37,6 +38,10 @@ def segment(op) -> str:
 def _owner(v: ir.Value):
     o = v.owner
     return o.operation if isinstance(o, (ir.Operation, ir.OpView)) else None
+
+
+def _is_scalar(v: ir.Value) -> bool:
+    return is_tensor(v) and not shape(v)
 
 
 def _is_constant(op) -> bool:
@@ -70,7 +75,7 @@ class Split:
     def keep(self, v: ir.Value) -> bool:
         """Whether a forward value is saved rather than recomputed."""
         op = _owner(v)
-        if self.policy == "none" or op_name(op) in _NEVER_RECOMPUTE:
+        if self.policy == "none" or op_name(op) in _NEVER_RECOMPUTE or _is_scalar(v):
             return True
         if self.policy == "sac" and op_name(op) == "sp.attention":
             return True
