@@ -15,8 +15,8 @@ hold identical weights and report the same loss at equal S):
   autosp none|full|sac   autosp.compile(hf model, sp=1, remat=...) -> save -> autosp.load ->
                    load_state_dict; m(ids, labels).backward()
   autosp auto      remat="auto", memory_budget = the benchmark budget (bytes)
-  (+tile rows)     autosp sac / auto with tile="auto" (LM head + loss in token chunks), when the
-                   installed autosp.compile accepts `tile` (--no-tile to skip)
+  (-notile rows)   autosp sac / auto with tile=0: the LM head + loss not chunked (autosp.compile's
+                   default is tile="auto"; --no-tile skips these rows)
 
 What is measured. Every probe is a FRESH subprocess (this script with --child) on one CPU rank, no
 process group, torch.set_num_threads(1) (so step times compare the work each side issues, not how
@@ -248,8 +248,8 @@ class Bench:
     @staticmethod
     def autosp_setting(name: str) -> tuple[str, str | None]:
         rest = name.removeprefix("autosp ")
-        remat, _, tile = rest.partition("+")
-        return remat, ("auto" if tile == "tile" else None)
+        remat, _, tile = rest.partition("-")
+        return remat, (0 if tile == "notile" else None)
 
     def compile(self, name: str, seq: int) -> dict:
         """Compile (once per name and S) in this process; returns {artifact, plan} or {error}."""
@@ -394,7 +394,7 @@ def main() -> None:
                                                        "times at the common S are always measured alone)")
     p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads in every child (default 1)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--no-tile", action="store_true", help="skip the autosp tile='auto' rows")
+    p.add_argument("--no-tile", action="store_true", help="skip the autosp tile=0 rows")
     p.add_argument("--only", default=None, help="comma-separated subset of configurations")
     p.add_argument("--malloc-default", action="store_true", help="do not set MALLOC_MMAP_THRESHOLD_ in the children")
     args = p.parse_args()
@@ -408,14 +408,10 @@ def main() -> None:
     if args.quick and args.max_probes == 6:
         args.max_probes = 3
 
-    import inspect
-
-    import autosp
     import torch
-    has_tile = "tile" in inspect.signature(autosp.compile).parameters
     names = ["eager", "eager+gc", "eager+sac", "autosp none", "autosp full", "autosp sac", "autosp auto"]
-    if has_tile and not args.no_tile:
-        names += ["autosp sac+tile", "autosp auto+tile"]
+    if not args.no_tile:
+        names += ["autosp sac-notile", "autosp auto-notile"]
     if args.only:
         names = [n for n in names if n in args.only.split(",")]
     t0 = time.perf_counter()
@@ -426,8 +422,7 @@ def main() -> None:
               f"{cfg['num_attention_heads']}/{cfg['num_key_value_heads']}, intermediate {cfg['intermediate_size']}, "
               f"vocab {cfg['vocab_size']}, fp32, batch 1, sp=1 on CPU; budget {mib(b.budget)} MiB per step "
               f"(peak RSS - idle RSS); {args.threads} thread(s) per fresh process; torch {torch.__version__}; "
-              f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
-              + ("" if has_tile else "; autosp.compile has no `tile`: tile rows skipped"))
+              f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
         print(f"searching the longest S (multiples of {args.granularity}, from {args.start}):", flush=True)
         results: dict[str, tuple[int, dict | None]] = {}
         with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as ex:

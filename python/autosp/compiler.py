@@ -118,7 +118,7 @@ def lower_step(step, sp: int, dp: int, remat: str, memory_budget: int | None = N
 
 def compile(model: nn.Module, example_inputs: tuple[torch.Tensor, torch.Tensor], sp: int = 1, dp: int = 1,
             remat: str = "sac", memory_budget: int | str | None = None, pipeline: str | None = None,
-            tile: int | str | None = None, model_name: str | None = None) -> CompiledArtifact:
+            tile: int | str | None = "auto", model_name: str | None = None) -> CompiledArtifact:
     """Compile one training step of `model` for sp-way sequence parallelism (x dp data parallel).
 
     example_inputs = (input_ids, labels), both [batch, seq]; only their shapes are used, and the model
@@ -126,7 +126,8 @@ def compile(model: nn.Module, example_inputs: tuple[torch.Tensor, torch.Tensor],
     saves for the backward, "none" | "full" | "sac" (see passes/sp_plan_remat.py), or "auto": the
     least-recompute policy whose predicted peak fits memory_budget. memory_budget: bytes or "12GiB";
     compiling fails above it, naming the predicted peak and its breakdown.
-    tile: run the LM head + loss in token chunks (sp-tile-sequence), N chunks or "auto"; None: off."""
+    tile: run the LM head + loss in token chunks (sp-tile-sequence): "auto" (default) picks the chunk
+    count from the vocabulary and hidden sizes, N forces N chunks, None or 0 turns it off."""
     from autosp.passes import default_pipeline
     from autosp.passes.registry import split_top
 

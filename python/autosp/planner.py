@@ -29,7 +29,7 @@ class Fit:
                 f"limited by {self.limit}")
 
 
-def predicted_memory(model: nn.Module, batch: int, seq_len: int, sp: int, dp: int, policies, tile=None) -> dict:
+def predicted_memory(model: nn.Module, batch: int, seq_len: int, sp: int, dp: int, policies, tile="auto") -> dict:
     """policy -> sp.memory of the compiled step at this length (one capture for all policies)."""
     from .compiler import lower_step
     step = capture_train_step(model, batch, seq_len)
@@ -38,7 +38,7 @@ def predicted_memory(model: nn.Module, batch: int, seq_len: int, sp: int, dp: in
 
 
 def longest_sequence(model: nn.Module, sp: int, memory: int, batch: int = 1, dp: int = 1,
-                     policies=POLICIES, granularity: int = 0, tile=None) -> list[Fit]:
+                     policies=POLICIES, granularity: int = 0, tile="auto") -> list[Fit]:
     """For each policy, the longest sequence whose predicted per-rank peak fits `memory` bytes.
 
     The peak is the max over ops of affine functions of S, so a line through two short lengths can
