@@ -36,9 +36,8 @@ def test_prediction_within_10_percent(remat, seq, compile_to):
     assert abs(predicted - measured) <= 0.10 * measured, (predicted, measured)
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: on 2 ranks the measured peak is ~430 KB (about the "
-                   "size of the gradients) above the prediction for every policy, 10.3% for sac at S=512")
 def test_prediction_on_two_ranks(compile_to):
+    # the measurement is still ~300 KB above the prediction on 2 ranks (7% for sac here), not yet explained
     from autosp.launch import spawn
     path = compile_to("builtin:tiny-llama", 2, seq=512, remat="sac")
     measured = spawn(2, _measure, path)
