@@ -108,7 +108,9 @@ class Program:
         return [self._value(regs, k, x) for k, x in v]
 
     def run(self, args: list[torch.Tensor], memory: LiveBytes | None = None) -> list[torch.Tensor]:
-        """One run. The first also checks every result against its declared shape; with `memory`,
+        """One run; it takes the references in `args` (the list is emptied), so an argument the
+        program frees (a saved value after its last reader) is freed then, as sp-plan-memory
+        plans. The first run also checks every result against its declared shape; with `memory`,
         the live bytes of every value are tracked as the program frees them."""
         for spec, a in zip(self.program["args"], args):
             if list(a.shape) != spec["shape"]:
@@ -117,8 +119,8 @@ class Program:
         regs: list[Any] = [None] * self.program["num_registers"]
         regs[:len(args)] = args
         if memory is not None:
-            for a in args:
-                memory.add(a)
+            memory.adopt(args)
+        args.clear()
         REG, value = self.REG, self._value
         check = not self.checked
         for idx, (fn, operands, out, free) in enumerate(self.steps):

@@ -35,6 +35,14 @@ class LiveBytes:
                     self.live += k[1]
                     self.peak = max(self.peak, self.base + self.live)
 
+    def adopt(self, x) -> None:
+        """Count the tensors of `x` not counted yet: a program's arguments, of which the forward's
+        saved values were counted when the forward made them (adding them again would keep them
+        live past the backward's free)."""
+        for t in (x if isinstance(x, (list, tuple)) else (x,)):
+            if isinstance(t, torch.Tensor) and _key(t) not in self.count:
+                self.add(t)
+
     def remove(self, x) -> None:
         for t in (x if isinstance(x, (list, tuple)) else (x,)):
             if isinstance(t, torch.Tensor):

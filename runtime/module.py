@@ -20,15 +20,15 @@ class _Step(torch.autograd.Function):
     def forward(ctx, module: "CompiledModule", input_ids, labels, *params):
         args = module.arguments(params, input_ids, labels)
         memory = module._start_measuring(params) if module.measure_memory else None
-        loss, *saved = module.forward_program.run(args, memory)
+        loss, *saved = module.forward_program.run(list(args), memory)
         ctx.module, ctx.inputs, ctx.memory = module, args + saved, memory
         return loss
 
     @staticmethod
     def backward(ctx, grad_loss):
         module = ctx.module
-        by_name = dict(zip(module._grad_names, module.backward_program.run(ctx.inputs, ctx.memory)))
-        ctx.inputs = None
+        inputs, ctx.inputs = ctx.inputs, None   # the run frees each saved value after its last reader
+        by_name = dict(zip(module._grad_names, module.backward_program.run(inputs, ctx.memory)))
         if ctx.memory is not None:   # on a GPU the allocator's own high-water mark
             module.peak_bytes = torch.cuda.max_memory_allocated(grad_loss.device) if grad_loss.is_cuda \
                 else ctx.memory.peak
