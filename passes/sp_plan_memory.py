@@ -36,6 +36,19 @@ _STRIDED = {A + n for n in ("transpose.int", "permute", "t", "expand", "slice.Te
 _COLLECTIVE_STAGING = {"sp.all_to_all": 2, "sp.all_gather": 1, "sp.reduce_scatter": 2}  # x output bytes
 
 
+def _reads(op) -> list[ir.Value]:
+    """The values an op reads: a list operand (prim.ListConstruct, not simulated) is its elements,
+    so e.g. the halves a rotary cat concatenates die at the cat."""
+    out = []
+    for x in op.operation.operands:
+        owner = x.owner if isinstance(x, ir.OpResult) else None
+        if owner is not None and op_name(owner) == "torch.prim.ListConstruct":
+            out.extend(owner.operands)
+        else:
+            out.append(x)
+    return out
+
+
 def nbytes(v: ir.Value) -> int:
     return math.prod(shape(v)) * ELEMENT_TYPES[dtype_str(v.type)].itemsize if is_tensor(v) else 0
 
@@ -58,7 +71,7 @@ class Simulation:
         returned = {v for o in self.ops if op_name(o) == "func.return" for v in o.operation.operands}
         last: dict[ir.Value, int] = {}
         for i, op in enumerate(self.ops):
-            for x in op.operation.operands:
+            for x in _reads(op):
                 last[x] = i
         storage: dict[ir.Value, int] = {}    # value -> storage id
         strided: set[ir.Value] = set()
@@ -101,7 +114,7 @@ class Simulation:
                     live -= self._release(r, storage, members, size)
             if live + staging > peak:
                 peak, peak_comm = live + staging, staging
-            for v in set(x):
+            for v in set(_reads(op)):
                 if last.get(v) == i and v not in returned and storage.get(v, -1) != -1:
                     live -= self._release(v, storage, members, size)
             timeline.append(live)
