@@ -5,6 +5,9 @@ constants follow, and the collectives are inserted: Ulysses all-to-alls around a
 KV-head width when kv_heads % P == 0, replicated locally otherwise), the label shift as `sp.halo`,
 the loss as a token-weighted global mean, partial sums all-reduced where a replicated value is
 needed, weight gradients all-reduced (averaged over dp, as DDP does). Options: sp=P dp=D.
+Collectives over a group of one rank are then folded away (their result is their operand): at sp=1
+there is nothing to communicate, and sp-plan-remat, which always saves a collective's result, would
+otherwise keep an attention input it could recompute.
 """
 from __future__ import annotations
 
@@ -100,6 +103,14 @@ class Partitioner:
                 self.layout[s] = lay
         for op in body_ops(self.func):
             self.visit(op)
+        self.fold_single_rank_collectives()
+
+    def fold_single_rank_collectives(self) -> None:
+        size = {"sp": self.p, "dp": self.dp, "world": self.p * self.dp}
+        for op in body_ops(self.func):
+            if op_name(op) in _FOLDABLE and size[ir.StringAttr(op.operation.attributes["group"]).value] == 1:
+                op.operation.results[0].replace_all_uses_with(op.operation.operands[0])
+                op.operation.erase()
 
     def visit(self, op) -> None:
         name = op_name(op)
@@ -294,6 +305,10 @@ class Partitioner:
             elif lay.kind != "rep":
                 raise PassError(f"result {name} has layout {lay}; results must be replicated or partial",
                                 op.location)
+
+
+# identities on one rank (sp.halo is not: it still shifts in the fill value)
+_FOLDABLE = {"sp.all_to_all", "sp.all_reduce", "sp.all_gather", "sp.reduce_scatter", "sp.shard_slice"}
 
 
 def _is_identity(v: ir.Value) -> bool:

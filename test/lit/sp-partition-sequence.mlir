@@ -4,6 +4,8 @@
 // RUN: %autosp-opt %s --split-input-file --pass-pipeline='builtin.module(sp-propagate-sequence,sp-partition-sequence{sp=2 dp=1})' | FileCheck %s
 // With data parallelism the weight gradients are reduced over the world group and averaged over dp.
 // RUN: %autosp-opt %s --split-input-file --pass-pipeline='builtin.module(sp-propagate-sequence,sp-partition-sequence{sp=2 dp=2})' | FileCheck %s --check-prefix=DP2
+// On one rank every collective is an identity and is folded away (sp.halo stays: it shifts).
+// RUN: %autosp-opt %s --split-input-file --pass-pipeline='builtin.module(sp-propagate-sequence,sp-partition-sequence{sp=1 dp=1})' | FileCheck %s --check-prefix=ONE
 
 // The func keeps its global signature; each token input is sliced once, at the top of the body,
 // and every use reads the local block. Shape lists of reshapes are rewritten to local extents.
@@ -63,6 +65,11 @@ func.func @tokens(%emb: !torch.vtensor<[32,16],f32>, %w: !torch.vtensor<[16,8],f
 // CHECK-NEXT:    %[[S:[0-9]+]] = torch.aten.sum %[[O]], %none {sp.layout = ["partial"]}
 // CHECK-NEXT:    %[[R:[0-9]+]] = "sp.all_reduce"(%[[S]]) {group = "sp", op = "sum"}
 // CHECK-NEXT:    return %[[R]]
+// ONE-LABEL:   func.func @attention
+// ONE-NOT:       sp.all_to_all
+// ONE:           %[[A:[0-9]+]]:2 = "sp.attention"(%{{[0-9]+}}, %{{[0-9]+}}, %{{[0-9]+}}) {{.*}} -> (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8],f32>)
+// ONE-NEXT:      %[[S:[0-9]+]] = torch.aten.sum %[[A]]#0, %none
+// ONE-NEXT:      return %[[S]]
 func.func @attention(%emb: !torch.vtensor<[32,16],f32>, %wk: !torch.vtensor<[16,8],f32>, %wv: !torch.vtensor<[16,8],f32>, %ids: !torch.vtensor<[2,8],si64>) -> !torch.vtensor<[],f32> attributes {sp.args = ["param:emb", "param:wk", "param:wv", "input:input_ids"], sp.results = ["loss"]} {
   %int-1 = torch.constant.int -1
   %int1 = torch.constant.int 1
@@ -188,6 +195,12 @@ func.func @replicate_kv(%emb: !torch.vtensor<[32,16],f32>, %wk: !torch.vtensor<[
 // CHECK-NOT:     torch.aten.constant_pad_nd
 // CHECK:         %[[SH:[0-9]+]] = "sp.halo"(%[[LAB]]) {dim = 1 : i64, fill = -1.000000e+02 : f64, group = "sp", width = 1 : i64} : (!torch.vtensor<[2,4],si64>) -> !torch.vtensor<[2,4],si64>
 // CHECK-NOT:     torch.aten.slice.Tensor
+// ONE-LABEL:   func.func @loss
+// ONE-NOT:       sp.shard_slice
+// ONE-NOT:       sp.all_reduce
+// ONE:           "sp.halo"(%arg2) {dim = 1 : i64, fill = -1.000000e+02 : f64, group = "sp", width = 1 : i64} : (!torch.vtensor<[2,8],si64>) -> !torch.vtensor<[2,8],si64>
+// ONE-NOT:       sp.all_reduce
+// ONE:           return
 // CHECK:         %[[TGT:[0-9]+]] = torch.aten.view %[[SH]], {{.*}} -> !torch.vtensor<[8],si64>
 // CHECK:         %[[LP:[0-9]+]] = torch.aten._log_softmax {{.*}} -> !torch.vtensor<[8,32],f32>
 // CHECK:         %[[TWO:.+]] = torch.constant.int 2
