@@ -6,8 +6,8 @@ storage (a storage dies with its last view), a view of a non-contiguous value co
 module `sp.memory`: predicted_peak_bytes and its breakdown
   parameters   parameters and buffers, resident
   inputs       the step's token inputs
-  gradients    the gradients being produced (when the peak is in the backward)
-  saved        what the forward keeps for the backward (when the peak is in the backward)
+  gradients    the gradients produced so far (at a backward peak)
+  saved        the saved values live at the peak: not yet freed (backward) or made so far (forward)
   transient    the rest of the working set at the peak
   comm         collective staging buffers (send chunks / receive list) at the peak
 and on each function `sp.live_peak_bytes` and `sp.live_timeline` (live bytes after every op). sp-plan-memory{budget=BYTES} fails when the prediction
@@ -58,15 +58,17 @@ class Simulation:
     `owned` (argument index -> storage id, bytes), which are live from the start and freed after
     their last reader like any value: the saved values of the forward, with their sharing."""
 
-    def __init__(self, func, owned: dict[int, tuple[int, int]] | None = None):
+    def __init__(self, func, owned: dict[int, tuple[int, int]] | None = None, counted_from: int = 0):
         self.func = func
         self.owned = owned or {}
+        self.counted_from = counted_from   # results before it (the forward's loss) are not "returned"
         self.ops = [o for o in body_ops(func) if not op_name(o).startswith("torch.constant.")
                     and op_name(o) != "torch.prim.ListConstruct"]
 
-    def run(self) -> tuple[int, int, list[int], list[tuple[int, int]]]:
-        """(peak working-set bytes, comm staging bytes at that peak, live bytes after every op,
-        (storage id, bytes) of every returned value)."""
+    def run(self) -> tuple[int, dict[str, int], list[int], list[tuple[int, int]]]:
+        """(peak working-set bytes; at that peak, the bytes of comm staging, of owned arguments
+        still live ("owned") and of the returned values made so far ("returned"); live bytes after
+        every op; (storage id, bytes) of every returned value)."""
         block = self.func.regions[0].blocks[0]
         returned = {v for o in self.ops if op_name(o) == "func.return" for v in o.operation.operands}
         last: dict[ir.Value, int] = {}
@@ -78,6 +80,7 @@ class Simulation:
         members: dict[int, int] = {}          # storage id -> live values
         size: dict[int, int] = {}
         live = peak = peak_comm = 0
+        at_peak: set[int] = set()             # storages live at the peak
         for i, a in enumerate(block.arguments):
             if i in self.owned:
                 sid, n = self.owned[i]
@@ -90,6 +93,7 @@ class Simulation:
             else:
                 storage[a] = -1                # the caller's (parameters, buffers, inputs)
         peak = live
+        at_peak = set(size)
         timeline = []
         for i, op in enumerate(self.ops):
             name = op_name(op)
@@ -114,13 +118,18 @@ class Simulation:
                     live -= self._release(r, storage, members, size)
             if live + staging > peak:
                 peak, peak_comm = live + staging, staging
+                at_peak = {sid for sid, n in members.items() if n > 0}
             for v in set(_reads(op)):
                 if last.get(v) == i and v not in returned and storage.get(v, -1) != -1:
                     live -= self._release(v, storage, members, size)
             timeline.append(live)
         ret = next(o for o in self.ops if op_name(o) == "func.return")
-        return peak, peak_comm, timeline, [(storage.get(v, -1), size.get(storage.get(v, -1), 0))
-                                           for v in ret.operation.operands]
+        out = [(storage.get(v, -1), size.get(storage.get(v, -1), 0)) for v in ret.operation.operands]
+        returned_sids = {sid for sid, _ in out[self.counted_from:] if sid >= 0}
+        parts = {"comm": peak_comm,
+                 "owned": sum(size[sid] for sid in at_peak if sid < -1),
+                 "returned": sum(size[sid] for sid in at_peak & returned_sids)}
+        return peak, parts, timeline, out
 
     @staticmethod
     def _release(v: ir.Value, storage: dict, members: dict, size: dict) -> int:
@@ -144,20 +153,20 @@ def predict(module_op) -> dict[str, int]:
     inputs = _args_bytes(fwd, "input:")
     grads = sum(nbytes(v) for v in bwd.regions[0].blocks[0].operations[
         len(bwd.regions[0].blocks[0].operations) - 1].operands)
-    f_peak, f_comm, f_line, f_out = Simulation(fwd).run()
+    f_peak, f_parts, f_line, f_out = Simulation(fwd, counted_from=1).run()
     # the saved values enter the backward with the storage sharing they had in the forward
     b_roles = strings(func_attr(bwd, "sp.args"))
     first_saved = next(i for i, r in enumerate(b_roles + ["saved:"]) if r.startswith("saved:"))
     owned = {first_saved + j: out for j, out in enumerate(f_out[1:]) if out[0] >= 0}
     saved = sum(dict(owned.values()).values())
-    b_peak, b_comm, b_line, _ = Simulation(bwd, owned).run()
-    # the forward's results stay live into the backward; the backward's results (the gradients,
-    # live in its working set to the end) become .grad
+    b_peak, b_parts, b_line, _ = Simulation(bwd, owned).run()
+    # at a forward peak, "saved" is what the forward has made to keep so far; at a backward peak,
+    # the saved values not yet freed, and "gradients" the ones produced so far (they become .grad)
     if f_peak >= b_peak:
-        at_peak = {"saved": 0, "gradients": 0, "transient": f_peak - f_comm, "comm": f_comm}
+        at_peak = {"saved": f_parts["returned"], "gradients": 0, "comm": f_parts["comm"]}
     else:
-        at_peak = {"saved": min(saved, b_peak), "gradients": grads,
-                   "transient": max(b_peak - b_comm - grads - saved, 0), "comm": b_comm}
+        at_peak = {"saved": b_parts["owned"], "gradients": b_parts["returned"], "comm": b_parts["comm"]}
+    at_peak["transient"] = max(f_peak, b_peak) - sum(at_peak.values())
     peak = params + inputs + max(f_peak, b_peak)
     for f, p, line in ((fwd, f_peak, f_line), (bwd, b_peak, b_line)):
         f.attributes["sp.live_peak_bytes"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), p)

@@ -48,7 +48,7 @@ def test_prediction_on_two_ranks(compile_to):
 def test_budget_error_names_the_breakdown():
     ids = torch.zeros(2, 256, dtype=torch.long)
     with pytest.raises(CompileError, match=r"predicted peak \d+\.\d MiB per rank exceeds the budget 1\.0 MiB "
-                                           r"\(parameters 417\.3 KiB, gradients 417\.2 KiB, inputs .*saved .*transient"):
+                                           r"\(parameters 417\.3 KiB, gradients \d+\.\d KiB, inputs .*saved .*transient"):
         autosp.compile(load_model("builtin:tiny-llama", empty=True), (ids, ids), sp=1, memory_budget="1MiB")
 
 
