@@ -14,6 +14,7 @@ from typing import Iterator
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 from torch._functorch.aot_autograd import aot_export_module
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -56,8 +57,17 @@ class _TrainStep(nn.Module):
         return (loss,)
 
 
+def _dropout(input: torch.Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> torch.Tensor | None:
+    """F.dropout as the op the joint graph records for it (aten.native_dropout; eager on CPU runs
+    bernoulli_ and mul instead), so the op check sees what the program runs; None: leave it alone
+    (no dropout, which is a copy, or in place, which the op check reports)."""
+    if not training or p == 0 or inplace:
+        return None
+    return torch.ops.aten.native_dropout.default(input, p, True)[0]
+
+
 class _StepMode(AttentionCapture):
-    """SDPA redirection plus the module path and a check for attention computed by hand."""
+    """SDPA and dropout redirection plus the module path and a check for attention computed by hand."""
 
     def __init__(self, model: nn.Module, seq_len: int):
         super().__init__()
@@ -90,6 +100,10 @@ class _StepMode(AttentionCapture):
         return line
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func is F.dropout:
+            out = _dropout(*args, **(kwargs or {}))
+            if out is not None:
+                return out
         try:
             out = super().__torch_function__(func, types, args, kwargs)
         except CaptureError as e:

@@ -5,9 +5,9 @@ forward saves for the backward. Options: policy=none|full|sac.
   full  save only what crosses a layer boundary (each layer's inputs); recompute the rest of the layer
   sac   sequence-aware: also keep attention outputs and softmax statistics (quadratic in S to
         recompute); recompute projections, norms and pointwise work (linear in S)
-Collectives are never recomputed: their results are always saved; so are scalars (a loss's token
-count would otherwise recompute the whole chain below it, for 4 bytes). Layers are read from the
-locations' module paths (`model.layers.3...` -> layer `model.layers.3`).
+Collectives and random ops (dropout) are never recomputed: their results are always saved; so are
+scalars (a loss's token count would otherwise recompute the whole chain below it, for 4 bytes).
+Layers are read from the locations' module paths (`model.layers.3...` -> layer `model.layers.3`).
 
 @forward(args...) -> (loss, saved...); @backward(args..., saved...) -> (grads...). A recomputed op
 is cloned into @backward just before its first reader there, so each layer's activations are
@@ -25,7 +25,10 @@ from .torch_ir import body_ops, func_of, is_tensor, location_module, op_name, sh
 
 POLICIES = ("none", "full", "sac")
 _CONSTANT = ("torch.constant.",)
-_NEVER_RECOMPUTE = {"sp.all_to_all", "sp.all_reduce", "sp.all_gather", "sp.reduce_scatter", "sp.halo"}
+_NEVER_RECOMPUTE = {"sp.all_to_all", "sp.all_reduce", "sp.all_gather", "sp.reduce_scatter", "sp.halo",
+                    # recomputing would draw new randomness; saved, the backward sees the forward's
+                    # draws (the dropout mask is bool: 1 byte per element)
+                    "torch.aten.native_dropout"}
 _LAYER = re.compile(r"^(.*?\.\d+)(?:\.|$)")
 
 

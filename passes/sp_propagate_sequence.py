@@ -27,12 +27,14 @@ BINARY = {A + n for n in (
     "add.Tensor", "sub.Tensor", "mul.Tensor", "div.Tensor", "pow.Tensor_Tensor", "maximum", "minimum",
     "where.self", "silu_backward", "gelu_backward", "sigmoid_backward", "tanh_backward",
     "threshold_backward", "eq.Tensor", "ne.Tensor", "gt.Tensor", "lt.Tensor", "ge.Tensor", "le.Tensor",
-    "masked_fill.Tensor", "logical_and", "logical_or")}
+    "masked_fill.Tensor", "logical_and", "logical_or", "native_dropout_backward")}
 # ops through which a partial (summand) value stays partial
 PARTIAL_UNARY = {A + n for n in ("neg", "clone", "detach", "alias", "_to_copy", "mul.Scalar", "div.Scalar")}
 IDENTITY = {A + n for n in ("detach", "alias", "clone", "lift_fresh_copy")}
 CREATE = {A + n for n in ("arange", "arange.start", "arange.start_step", "zeros", "ones", "full", "empty.memory_format",
                           "scalar_tensor", "new_zeros", "new_ones", "new_empty", "new_full", "randn", "rand")}
+# each rank draws its own randomness (runtime/executor.py), so these must run shard-local
+RANDOM = {A + "native_dropout"}
 RESHAPE = {A + n for n in ("view", "_unsafe_view", "reshape")}
 SKIP = {A + "_assert_tensor_metadata"}
 INT64_MAX = 9223372036854775807
@@ -90,6 +92,16 @@ class Rules:
             return [PARTIAL], {}
         return [REP], {i: REP for i in partials}
 
+    def random(self, op, x, n: int):
+        """Dropout: its output and mask take the input's layout, so each rank masks its own shard.
+        Only a sequence-sharded input: each rank would draw a different mask for a replicated one
+        (which would stop being replicated) and for each summand of a partial one."""
+        lay = self.get(x[0])
+        if lay.kind != "seq":
+            self.fail(op, f"dropout of a value with layout {lay}: each rank draws its own mask, so only "
+                          "sequence-sharded values (activations) can be dropped out")
+        return [lay] * n, {}
+
     def same_as(self, v: ir.Value, n: int = 1):
         return [self.get(v)] * n, {}
 
@@ -104,6 +116,8 @@ class Rules:
             return self.elementwise(op, linear_partial=True)
         if name in CREATE:
             return [REP] * len(results), {}
+        if name in RANDOM:
+            return self.random(op, x, len(results))
         if name == "torch.prim.ListConstruct":
             return self.elementwise_list(op)
         if name == "torch.prim.ListUnpack":

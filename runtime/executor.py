@@ -1,7 +1,13 @@
 """Executes a host program: a register machine over ATen overloads and sp collectives.
 
 The program is decoded once at load into closures; a step is a flat loop over them. Nothing about
-sharding is decided here: shapes, collectives and their order come from the program."""
+sharding is decided here: shapes, collectives and their order come from the program.
+
+Randomness (dropout) comes from the program's own torch.Generator, made on the first draw on the
+run device and seeded with torch.initial_seed() + global_rank * 0x9E3779B97F4A7C15 (mod 2**64):
+each rank draws independent masks for its own shard (sequence shards and dp replicas alike), and
+torch.manual_seed(s) before the first step makes a run reproducible. On rank 0 the seed is s itself,
+so one rank draws the masks eager PyTorch draws right after torch.manual_seed(s)."""
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -32,6 +38,7 @@ class Program:
         self.program = program
         self.mesh = mesh
         self.device: torch.device = torch.device("cpu")
+        self.generator: torch.Generator | None = None
         self.steps: list[tuple[Callable, list[tuple[int, Any]], list[int], list[int]]] = []
         self.checked = False
         for inst in program["instructions"]:
@@ -87,6 +94,8 @@ class Program:
             return lambda x: mesh.halo(x, attrs["dim"], attrs["width"], attrs["fill"], attrs["group"])
         if op == "prim.unpack":
             return lambda xs: tuple(xs)
+        if op == "aten.native_dropout.default":
+            return lambda x, p, train: kernels.dropout(x, p, train, self._generator())
         fn = _resolve(op)
         kwargs = {k: self._operand(e) for k, e in inst.get("kwargs", {}).items()}
         if any(kind in (self.REG, self.NESTED) for kind, _ in kwargs.values()):
@@ -96,6 +105,12 @@ class Program:
         if dev_keys:
             return lambda *a: fn(*a, **const_kw, **{k: self.device for k in dev_keys})
         return lambda *a: fn(*a, **const_kw)
+
+    def _generator(self) -> torch.Generator:
+        if self.generator is None or self.generator.device != self.device:
+            seed = (torch.initial_seed() + self.mesh.rank * 0x9E3779B97F4A7C15) % 2**64
+            self.generator = torch.Generator(self.device).manual_seed(seed)
+        return self.generator
 
     # ------------------------------------------------------------------ execution
     def _value(self, regs: list, kind: int, v: Any) -> Any:

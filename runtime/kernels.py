@@ -1,5 +1,6 @@
 """Attention kernels behind sp.attention / sp.attention_grad: ATen's fused SDPA entry points,
-chosen by device. `lse` is the backend's softmax statistics, kept for the backward."""
+chosen by device. `lse` is the backend's softmax statistics, kept for the backward. Dropout with
+the program's own generator."""
 from __future__ import annotations
 
 import torch
@@ -34,3 +35,14 @@ def attention_grad(dout, q, k, v, out, lse, causal: bool, scale: float, kv_group
         dk = dk.view(b, hk, kv_groups, s, d).sum(2)
         dv = dv.view(b, hk, kv_groups, s, d).sum(2)
     return dq, dk, dv
+
+
+def dropout(x: torch.Tensor, p: float, train: bool | None,
+            generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """aten.native_dropout drawing from `generator` (the ATen op takes none), computed as ATen's CPU
+    kernel computes it: the same (output, bool mask) for the same generator state."""
+    if train is False:
+        return x.clone(), torch.ones_like(x, dtype=torch.bool)
+    keep = 1.0 - p
+    mask = torch.empty_like(x, dtype=torch.bool).bernoulli_(keep, generator=generator)
+    return x.mul(mask).mul_(1.0 / keep if keep else 0.0), mask

@@ -317,3 +317,12 @@ func.func @attention_operand_layout(%ids: !torch.vtensor<[2,8],si64>, %w: !torch
   %o, %lse = "sp.attention"(%v, %v, %v) {causal = true, scale = 0.5 : f64, kv_groups = 1 : i64} : (!torch.vtensor<[2,8,4,4],f32>, !torch.vtensor<[2,8,4,4],f32>, !torch.vtensor<[2,8,4,4],f32>) -> (!torch.vtensor<[2,8,4,4],f32>, !torch.vtensor<[2,8,4],f32>)
   return %o : !torch.vtensor<[2,8,4,4],f32>
 }
+// -----
+// === random ops
+func.func @dropout_replicated(%ids: !torch.vtensor<[2,8],si64>, %w: !torch.vtensor<[32,16],f32>) -> !torch.vtensor<[32,16],f32> attributes {sp.args = ["input:input_ids", "param:w"], sp.results = ["d"]} {
+  %true = torch.constant.bool true
+  %p = torch.constant.float 1.000000e-01
+  // CHECK: {{.*}}sp-propagate-sequence-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: sp-propagate-sequence: aten.native_dropout: dropout of a value with layout rep: each rank draws its own mask, so only sequence-sharded values (activations) can be dropped out
+  %d, %mask = torch.aten.native_dropout %w, %p, %true : !torch.vtensor<[32,16],f32>, !torch.float, !torch.bool -> !torch.vtensor<[32,16],f32>, !torch.vtensor<[32,16],i1>
+  return %d : !torch.vtensor<[32,16],f32>
+}

@@ -240,3 +240,21 @@ func.func @per_token(%ids: !torch.vtensor<[2,8],si64>, %emb: !torch.vtensor<[32,
   %m = torch.aten.mean.dim %pooled, %bdim, %false, %none : !torch.vtensor<[2,16],f32>, !torch.list<int>, !torch.bool, !torch.none -> !torch.vtensor<[16],f32>
   return %m : !torch.vtensor<[16],f32>
 }
+// -----
+// Dropout: output and mask take the input's layout (each rank masks its own shard); its backward
+// is elementwise in the gradient and the mask.
+// CHECK-LABEL: func.func @dropout
+// CHECK:         %[[OUT:[0-9a-z_]+]], %[[MASK:[0-9a-z_]+]] = torch.aten.native_dropout %{{[0-9]+}}, %float1.000000e-01, %true {sp.layout = ["seq<1>", "seq<1>"]} : {{.*}} -> !torch.vtensor<[2,8,16],f32>, !torch.vtensor<[2,8,16],i1>
+// CHECK:         torch.aten.native_dropout_backward %[[OUT]], %[[MASK]], %{{.*}} {sp.layout = ["seq<1>"]}
+// CHECK-NOT:     sp.demand
+func.func @dropout(%emb: !torch.vtensor<[32,16],f32>, %ids: !torch.vtensor<[2,8],si64>) -> !torch.vtensor<[2,8,16],f32> attributes {sp.args = ["param:emb", "input:input_ids"], sp.results = ["g"]} {
+  %int-1 = torch.constant.int -1
+  %false = torch.constant.bool false
+  %true = torch.constant.bool true
+  %p = torch.constant.float 1.000000e-01
+  %scale = torch.constant.float 1.1111111111111112
+  %x = torch.aten.embedding %emb, %ids, %int-1, %false, %false : !torch.vtensor<[32,16],f32>, !torch.vtensor<[2,8],si64>, !torch.int, !torch.bool, !torch.bool -> !torch.vtensor<[2,8,16],f32>
+  %out, %mask = torch.aten.native_dropout %x, %p, %true : !torch.vtensor<[2,8,16],f32>, !torch.float, !torch.bool -> !torch.vtensor<[2,8,16],f32>, !torch.vtensor<[2,8,16],i1>
+  %g = torch.aten.native_dropout_backward %out, %mask, %scale : !torch.vtensor<[2,8,16],f32>, !torch.vtensor<[2,8,16],i1>, !torch.float -> !torch.vtensor<[2,8,16],f32>
+  return %g : !torch.vtensor<[2,8,16],f32>
+}

@@ -1,4 +1,4 @@
-"""Small models that exercise the compiler's user-facing errors (loaded as py:models:NAME)."""
+"""Small models that exercise the compiler's user-facing errors and features (loaded as py:models:NAME)."""
 from __future__ import annotations
 
 import torch
@@ -60,6 +60,40 @@ class CumsumModel(_Base):
         return F.scaled_dot_product_attention(q, k, v, is_causal=True).cumsum(dim=-1)
 
 
+class _DropoutBlock(nn.Module):
+    def __init__(self, d: int, heads: int, p: float):
+        super().__init__()
+        self.h = heads
+        self.qkv = nn.Linear(d, 3 * d, bias=False)
+        self.up, self.down = nn.Linear(d, 2 * d), nn.Linear(2 * d, d)
+        self.drop = nn.Dropout(p)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        q, k, v = (t.view(b, s, self.h, d // self.h).transpose(1, 2) for t in self.qkv(x).split(d, dim=-1))
+        x = x + self.drop(F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, s, d))
+        return x + self.drop(self.down(F.gelu(self.up(x))))
+
+
+class DropoutModel(nn.Module):
+    """Two layers; dropout (F.dropout, nn.Dropout) on the embeddings and on both residual branches."""
+
+    def __init__(self, vocab: int = 64, d: int = 32, heads: int = 4, p: float = 0.1):
+        super().__init__()
+        self.p = p
+        self.emb = nn.Embedding(vocab, d)
+        self.layers = nn.ModuleList(_DropoutBlock(d, heads, p) for _ in range(2))
+        self.head = nn.Linear(d, vocab, bias=False)
+
+    def forward(self, input_ids, labels):
+        x = F.dropout(self.emb(input_ids), self.p, self.training)
+        for layer in self.layers:
+            x = layer(x)
+        logits = self.head(x)
+        shift = F.pad(labels, (0, 1), value=-100)[..., 1:]
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), shift.reshape(-1))
+
+
 def manual_attention() -> nn.Module:
     return ManualAttention()
 
@@ -79,3 +113,7 @@ def cumsum_model() -> nn.Module:
 def tiny_llama_tied() -> nn.Module:
     """tiny-llama with tied input/output embeddings and one KV head (MQA)."""
     return TinyLlamaForCausalLM(TinyLlamaConfig(num_key_value_heads=1, tie_word_embeddings=True))
+
+
+def dropout_model() -> nn.Module:
+    return DropoutModel()
