@@ -58,17 +58,18 @@ class Simulation:
     `owned` (argument index -> storage id, bytes), which are live from the start and freed after
     their last reader like any value: the saved values of the forward, with their sharing."""
 
-    def __init__(self, func, owned: dict[int, tuple[int, int]] | None = None, counted_from: int = 0):
+    def __init__(self, func, owned: dict[int, tuple[int, int]] | None = None):
         self.func = func
         self.owned = owned or {}
-        self.counted_from = counted_from   # results before it (the forward's loss) are not "returned"
         self.ops = [o for o in body_ops(func) if not op_name(o).startswith("torch.constant.")
                     and op_name(o) != "torch.prim.ListConstruct"]
 
     def run(self) -> tuple[int, dict[str, int], list[int], list[tuple[int, int]]]:
         """(peak working-set bytes; at that peak, the bytes of comm staging, of owned arguments
-        still live ("owned") and of the returned values made so far ("returned"); live bytes after
-        every op; (storage id, bytes) of every returned value)."""
+        still live ("owned") and of the returned values made so far ("returned", the loss aside);
+        live bytes after every op; (storage id, bytes) of every returned value).
+        Time runs 4 ticks per op i: results born at 4i, unread ones freed at 4i+1, the peak taken at
+        4i+2, operands read for the last time freed at 4i+3; arguments are born before the start."""
         block = self.func.regions[0].blocks[0]
         returned = {v for o in self.ops if op_name(o) == "func.return" for v in o.operation.operands}
         last: dict[ir.Value, int] = {}
@@ -79,21 +80,31 @@ class Simulation:
         strided: set[ir.Value] = set()
         members: dict[int, int] = {}          # storage id -> live values
         size: dict[int, int] = {}
+        born: dict[int, int] = {}             # storage id -> tick made
+        died: dict[int, int] = {}             # storage id -> tick freed
         live = peak = peak_comm = 0
-        at_peak: set[int] = set()             # storages live at the peak
+        peak_tick = -2
+
+        def release(v: ir.Value, tick: int) -> int:
+            sid = storage[v]
+            members[sid] -= 1
+            if members[sid]:
+                return 0
+            died[sid] = tick
+            return size[sid]
+
         for i, a in enumerate(block.arguments):
             if i in self.owned:
                 sid, n = self.owned[i]
                 sid = -2 - sid                 # keep the caller's sharing, apart from our own ids
                 if sid not in size:
-                    size[sid] = n
+                    size[sid], born[sid] = n, -4
                     live += n
                 storage[a] = sid
                 members[sid] = members.get(sid, 0) + 1
             else:
                 storage[a] = -1                # the caller's (parameters, buffers, inputs)
         peak = live
-        at_peak = set(size)
         timeline = []
         for i, op in enumerate(self.ops):
             name = op_name(op)
@@ -107,7 +118,7 @@ class Simulation:
                     sid = storage[x[0]]
                 else:
                     sid = len(size)
-                    size[sid] = nbytes(r) if is_tensor(r) else 0
+                    size[sid], born[sid] = nbytes(r) if is_tensor(r) else 0, 4 * i
                     live += size[sid]
                 storage[r] = sid
                 if name in _STRIDED or (name in VIEWS and x and x[0] in strided and name not in
@@ -115,27 +126,22 @@ class Simulation:
                     strided.add(r)
                 members[sid] = members.get(sid, 0) + 1
                 if not list(r.uses) and r not in returned:
-                    live -= self._release(r, storage, members, size)
+                    live -= release(r, 4 * i + 1)
             if live + staging > peak:
-                peak, peak_comm = live + staging, staging
-                at_peak = {sid for sid, n in members.items() if n > 0}
+                peak, peak_comm, peak_tick = live + staging, staging, 4 * i + 2
             for v in set(_reads(op)):
                 if last.get(v) == i and v not in returned and storage.get(v, -1) != -1:
-                    live -= self._release(v, storage, members, size)
+                    live -= release(v, 4 * i + 3)
             timeline.append(live)
         ret = next(o for o in self.ops if op_name(o) == "func.return")
         out = [(storage.get(v, -1), size.get(storage.get(v, -1), 0)) for v in ret.operation.operands]
-        returned_sids = {sid for sid, _ in out[self.counted_from:] if sid >= 0}
+        at_peak = {sid for sid, t in born.items() if t < peak_tick < died.get(sid, peak_tick + 1)}
+        roles = strings(func_attr(self.func, "sp.results"))
+        results = {sid for (sid, _), role in zip(out, roles) if sid >= 0 and role != "loss"}
         parts = {"comm": peak_comm,
                  "owned": sum(size[sid] for sid in at_peak if sid < -1),
-                 "returned": sum(size[sid] for sid in at_peak & returned_sids)}
+                 "returned": sum(size[sid] for sid in at_peak & results)}
         return peak, parts, timeline, out
-
-    @staticmethod
-    def _release(v: ir.Value, storage: dict, members: dict, size: dict) -> int:
-        sid = storage[v]
-        members[sid] -= 1
-        return size[sid] if members[sid] == 0 else 0
 
 
 def _args_bytes(func, role: str) -> int:
@@ -153,7 +159,7 @@ def predict(module_op) -> dict[str, int]:
     inputs = _args_bytes(fwd, "input:")
     grads = sum(nbytes(v) for v in bwd.regions[0].blocks[0].operations[
         len(bwd.regions[0].blocks[0].operations) - 1].operands)
-    f_peak, f_parts, f_line, f_out = Simulation(fwd, counted_from=1).run()
+    f_peak, f_parts, f_line, f_out = Simulation(fwd).run()
     # the saved values enter the backward with the storage sharing they had in the forward
     b_roles = strings(func_attr(bwd, "sp.args"))
     first_saved = next(i for i, r in enumerate(b_roles + ["saved:"]) if r.startswith("saved:"))
