@@ -280,7 +280,7 @@ class Bench:
                 mem = plan["memory"]
                 where = {f: (v.index(max(v)), len(v), max(v)) for f, v in plan.get("timeline", {}).items() if v}
                 f_peak = max(where, key=lambda f: where[f][2]) if where else "?"
-                out = {"artifact": path, "remat": plan.get("remat", remat),
+                out = {"artifact": path, "remat": plan.get("auto", {}).get("chosen", plan["remat"]),   # auto: the plan
                        "peak_at": f"@{f_peak} {where[f_peak][0]}/{where[f_peak][1]}" if where else "?",
                        "predicted": mem["predicted_peak_bytes"],
                        "predicted_step": mem["predicted_peak_bytes"] - mem.get("parameters", 0) - mem.get("inputs", 0),

@@ -16,7 +16,8 @@ def default_pipeline(sp: int, dp: int = 1, remat: str = DEFAULT_REMAT, memory_bu
         "canonicalize",
         "cse",
         *([f"sp-tile-sequence{{chunks={tile}}}" if tile != "auto" else "sp-tile-sequence"] if tile else []),  # LM head + loss in token chunks: tile=N | "auto" | None (off)
-        f"sp-plan-remat{{policy={remat}}}",         # @forward / @backward: saved vs recomputed
+        # @forward / @backward: saved vs recomputed (auto: per value, the least recompute that fits the budget)
+        f"sp-plan-remat{{policy={remat}" + (f" budget={memory_budget}" if remat == "auto" else "") + "}",
         "sp-plan-memory" + (f"{{budget={memory_budget}}}" if memory_budget else ""),  # predicted peak
     ]
     return "builtin.module(" + ",".join(stages) + ")"

@@ -154,7 +154,12 @@ def predict(module_op) -> dict[str, int]:
     if set(funcs) != {"forward", "backward"}:
         raise PassError("sp-plan-memory runs after sp-plan-remat (needs @forward and @backward)",
                         module_op.location)
-    fwd, bwd = funcs["forward"], funcs["backward"]
+    return predict_funcs(funcs["forward"], funcs["backward"])
+
+
+def predict_funcs(fwd, bwd) -> dict[str, int]:
+    """The prediction for one @forward / @backward pair (sp-plan-remat{policy=auto} simulates
+    candidate pairs before it keeps one)."""
     params = _args_bytes(fwd, "param:") + _args_bytes(fwd, "buffer:")
     inputs = _args_bytes(fwd, "input:")
     grads = sum(nbytes(v) for v in bwd.regions[0].blocks[0].operations[

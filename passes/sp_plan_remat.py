@@ -1,10 +1,12 @@
 """sp-plan-remat: split the partitioned joint step into @forward and @backward and choose what the
-forward saves for the backward. Options: policy=none|full|sac.
+forward saves for the backward. Options: policy=none|full|sac|auto, budget=BYTES (for auto).
 
   none  save every forward value the backward reads
   full  save only what crosses a layer boundary (each layer's inputs); recompute the rest of the layer
   sac   sequence-aware: also keep attention outputs and softmax statistics (quadratic in S to
         recompute); recompute projections, norms and pointwise work (linear in S)
+  auto  per value: the plan with the least recompute cost whose predicted peak fits budget=BYTES
+        (passes/remat_budget.py), or an error naming the smallest peak and what dominates it
 Collectives and random ops (dropout) are never recomputed: their results are always saved; so are
 scalars (a loss's token count would otherwise recompute the whole chain below it, for 4 bytes).
 Layers are read from the locations' module paths (`model.layers.3...` -> layer `model.layers.3`).
@@ -23,7 +25,7 @@ from torch_mlir.dialects import func as func_d
 from .registry import PassError, func_attr, register
 from .torch_ir import body_ops, func_of, is_tensor, location_module, op_name, shape, string_array, strings
 
-POLICIES = ("none", "full", "sac")
+POLICIES = ("none", "full", "sac", "auto")
 _CONSTANT = ("torch.constant.",)
 _NEVER_RECOMPUTE = {"sp.all_to_all", "sp.all_reduce", "sp.all_gather", "sp.reduce_scatter", "sp.halo",
                     # recomputing would draw new randomness; saved, the backward sees the forward's
@@ -56,13 +58,20 @@ def _is_constant(op) -> bool:
 
 
 class Split:
-    def __init__(self, func, policy: str):
+    """Which forward values the forward saves (`keep`) and which ops the backward recomputes.
+    Under auto, `extra` are the values saved beyond what full must save."""
+
+    def __init__(self, func, policy: str, extra=()):
         if policy not in POLICIES:
             raise PassError(f"unknown remat policy '{policy}'; use one of {', '.join(POLICIES)}", func.location)
-        self.func, self.policy = func, policy
+        self.func, self.policy, self.extra = func, policy, set(extra)
         self.ops = [o for o in body_ops(func) if not _is_constant(o.operation) and o.operation.name != "func.return"]
         self.ret = next(o for o in body_ops(func) if o.operation.name == "func.return")
         self.forward = self._forward_ops()
+        self._mandatory: dict[ir.Value, bool] = {}
+        self._segment: dict = {}
+
+    owner = staticmethod(_owner)
 
     def _forward_ops(self) -> set:
         """Ops the loss depends on."""
@@ -75,19 +84,37 @@ class Split:
             stack.extend(_owner(x) for x in op.operands)
         return seen
 
+    def segment_of(self, op) -> str:
+        if op not in self._segment:
+            self._segment[op] = segment(op)
+        return self._segment[op]
+
+    def mandatory(self, v: ir.Value) -> bool:
+        """Saved under every policy: collectives, random ops, scalars, values crossing a layer boundary."""
+        if v not in self._mandatory:
+            op = _owner(v)
+            seg = self.segment_of(op)
+            self._mandatory[v] = op_name(op) in _NEVER_RECOMPUTE or _is_scalar(v) or any(
+                u.owner.operation in self.forward and self.segment_of(u.owner.operation) != seg for u in v.uses)
+        return self._mandatory[v]
+
     def keep(self, v: ir.Value) -> bool:
         """Whether a forward value is saved rather than recomputed."""
-        op = _owner(v)
-        if self.policy == "none" or op_name(op) in _NEVER_RECOMPUTE or _is_scalar(v):
+        if self.policy == "none" or self.mandatory(v):
             return True
-        if self.policy == "sac" and op_name(op) == "sp.attention":
-            return True
-        seg = segment(op)
-        return any(u.owner.operation in self.forward and segment(u.owner.operation) != seg for u in v.uses)
+        if self.policy == "sac":
+            return op_name(_owner(v)) == "sp.attention"
+        return v in self.extra
+
+    def backward(self) -> list:
+        return [o for o in self.ops if o.operation not in self.forward]
+
+    def backward_reads(self) -> list[ir.Value]:
+        """The values the backward ops and the returned gradients read."""
+        return [x for op in self.backward() for x in op.operation.operands] + list(self.ret.operation.operands[1:])
 
     def plan(self) -> tuple[list, list, set, list[ir.Value]]:
         """(forward ops, backward ops, recomputed ops, saved values), ops in program order."""
-        backward = [o for o in self.ops if o.operation not in self.forward]
         recompute: set = set()
         saved: dict[ir.Value, None] = {}
 
@@ -102,14 +129,11 @@ class Split:
             for x in op.operands:
                 need(x)
 
-        for op in backward:
-            for x in op.operation.operands:
-                need(x)
-        for x in self.ret.operation.operands[1:]:   # a gradient the forward already computed
+        for x in self.backward_reads():   # incl. a gradient the forward already computed
             need(x)
         fwd = [o for o in self.ops if o.operation in self.forward]
         order = {o.operation: i for i, o in enumerate(self.ops)}
-        return fwd, backward, recompute, sorted(saved, key=lambda v: order[_owner(v)])
+        return fwd, self.backward(), recompute, sorted(saved, key=lambda v: order[_owner(v)])
 
 
 def _clone_into(ops: list, mapping: dict, block_end, lazy: set = frozenset()):
@@ -145,10 +169,8 @@ def _new_func(name: str, arg_types: list, result_types: list, ip: ir.InsertionPo
     return f
 
 
-@register("sp-plan-remat", "split the step into @forward/@backward; save or recompute per policy")
-def plan_remat(module_op, policy: str = "sac") -> None:
-    func = func_of(module_op)
-    split = Split(func, policy)
+def emit(module_op, func, split: Split) -> tuple:
+    """@forward and @backward of this split, beside the joint step (which is left as it is)."""
     fwd_ops, bwd_ops, recompute, saved = split.plan()
     block = func.regions[0].blocks[0]
     args = list(block.arguments)
@@ -167,7 +189,7 @@ def plan_remat(module_op, policy: str = "sac") -> None:
         f.attributes["sp.results"] = string_array(r)
         for k, v in copied.items():
             f.attributes[k] = v
-    fwd.attributes["sp.remat"] = ir.StringAttr.get(policy)
+    fwd.attributes["sp.remat"] = ir.StringAttr.get(split.policy)
     # forward: the ops the loss needs; returns the loss and what the backward reads
     fb = fwd.regions[0].blocks[0]
     fmap = dict(zip(args, fb.arguments))
@@ -181,4 +203,45 @@ def plan_remat(module_op, policy: str = "sac") -> None:
         end = ir.InsertionPoint(bb)
         value = _clone_into(bwd_ops, bmap, end, lazy=recompute)
         func_d.ReturnOp([value(v) for v in ret_vals[1:]], ip=end)
+    return fwd, bwd
+
+
+def _auto(module_op, func, budget: str) -> Split:
+    """The budget planner's split; the plans it simulated go on the module as `sp.remat_auto`."""
+    from . import remat_budget
+    from .sp_plan_memory import parse_bytes, predict_funcs
+    if not budget:
+        raise PassError("policy=auto needs budget=BYTES (e.g. budget=12GiB)", func.location)
+    try:
+        limit = parse_bytes(budget)
+    except ValueError as e:
+        raise PassError(str(e), func.location) from None
+
+    def measure(split: Split) -> dict:
+        fwd, bwd = emit(module_op, func, split)
+        try:
+            return predict_funcs(fwd, bwd)
+        finally:
+            fwd.erase()
+            bwd.erase()
+
+    chosen, tried = remat_budget.choose(lambda p, extra=(): Split(func, p, extra), measure, limit, func.location)
+    i64 = ir.IntegerType.get_signless(64)
+
+    def entry(t) -> ir.Attribute:
+        return ir.DictAttr.get({"predicted_peak_bytes": ir.IntegerAttr.get(i64, t.peak),
+                                "recompute_flops": ir.IntegerAttr.get(i64, t.recompute[0]),
+                                "recompute_bytes": ir.IntegerAttr.get(i64, t.recompute[1]),
+                                "recompute_ns": ir.IntegerAttr.get(i64, round(remat_budget.seconds(t.recompute) * 1e9))})
+    module_op.attributes["sp.remat_auto"] = ir.DictAttr.get({
+        "budget_bytes": ir.IntegerAttr.get(i64, limit), "chosen": ir.StringAttr.get(chosen.name),
+        "plans": ir.DictAttr.get({t.name: entry(t) for t in tried})})
+    return chosen.split
+
+
+@register("sp-plan-remat", "split the step into @forward/@backward; save or recompute per policy")
+def plan_remat(module_op, policy: str = "sac", budget: str = "") -> None:
+    func = func_of(module_op)
+    split = _auto(module_op, func, budget) if policy == "auto" else Split(func, policy)
+    emit(module_op, func, split)
     func.erase()

@@ -53,6 +53,16 @@ def _budget(budget: int | str | None) -> int | None:
     return parse_bytes(budget) if isinstance(budget, str) else budget
 
 
+def _dict(d) -> dict:
+    """A DictAttr of integers, strings and DictAttrs as plain Python."""
+    from torch_mlir import ir
+    out = {}
+    for i in range(len(d)):
+        a = d[i].attr.maybe_downcast()
+        out[d[i].name] = _dict(a) if isinstance(a, ir.DictAttr) else a.value
+    return out
+
+
 def _plan(module, program: dict, remat: str) -> dict:
     """plan.json: the remat decision, the memory plan of sp-plan-memory, the communication."""
     from torch_mlir import ir
@@ -60,15 +70,15 @@ def _plan(module, program: dict, remat: str) -> dict:
     from autosp.inspect_artifact import communication
     from autosp.passes.torch_ir import funcs_of
     attrs = module.operation.attributes
-    memory = {}
-    if "sp.memory" in attrs:
-        d = ir.DictAttr(attrs["sp.memory"])
-        memory = {d[i].name: ir.IntegerAttr(d[i].attr).value for i in range(len(d))}
+    memory = _dict(ir.DictAttr(attrs["sp.memory"])) if "sp.memory" in attrs else {}
     timeline = {ir.StringAttr(f.attributes["sym_name"]).value: list(ir.DenseI64ArrayAttr(f.attributes["sp.live_timeline"]))
                 for f in funcs_of(module) if "sp.live_timeline" in f.attributes}
     fwd = program["programs"]["forward"]
     saved = [a for a in program["programs"]["backward"]["args"] if a["role"] == "saved"]
-    return {"remat": remat, "memory": memory, "timeline": timeline,
+    auto = {}
+    if "sp.remat_auto" in attrs:
+        auto = _dict(ir.DictAttr(attrs["sp.remat_auto"]))
+    return {"remat": remat, "memory": memory, "timeline": timeline, **({"auto": auto} if auto else {}),
             "saved": [{"shape": a["shape"], "dtype": a["dtype"]} for a in saved],
             "backward_instructions": len(program["programs"]["backward"]["instructions"]),
             "forward_instructions": len(fwd["instructions"]),
@@ -124,14 +134,14 @@ def compile(model: nn.Module, example_inputs: tuple[torch.Tensor, torch.Tensor],
     example_inputs = (input_ids, labels), both [batch, seq]; only their shapes are used, and the model
     may live on the meta device (build it under autosp.empty_weights()). remat: what the forward
     saves for the backward, "none" | "full" | "sac" (see passes/sp_plan_remat.py), or "auto": the
-    least-recompute policy whose predicted peak fits memory_budget. memory_budget: bytes or "12GiB";
+    per-value plan with the least recompute cost whose predicted peak fits memory_budget
+    (passes/remat_budget.py). memory_budget: bytes or "12GiB";
     compiling fails above it, naming the predicted peak and its breakdown.
-    tile: run the LM head + loss in token chunks (sp-tile-sequence): "auto" (default) picks the chunk
-    count from the vocabulary and hidden sizes, N forces N chunks, None or 0 turns it off."""
+    tile: run the LM head + loss and the MLPs in token chunks (sp-tile-sequence): "auto" (default)
+    picks the chunk counts from the vocabulary, intermediate and hidden sizes, N forces N chunks,
+    None or 0 turns it off."""
     from autosp.passes import default_pipeline
     from autosp.passes.registry import split_top
-
-    from .planner import choose_policy
 
     input_ids, labels = example_inputs
     if input_ids.dim() != 2 or tuple(labels.shape) != tuple(input_ids.shape):
@@ -149,15 +159,7 @@ def compile(model: nn.Module, example_inputs: tuple[torch.Tensor, torch.Tensor],
     t = time.perf_counter()
     step = capture_train_step(model, batch, seq_len)
     capture_s = time.perf_counter() - t
-    if remat == "auto":
-        from .planner import POLICIES
-        trials = {p: lower_step(step, sp, dp, p, None, tile, pipeline) for p in POLICIES}
-        remat = choose_policy({p: r[2]["memory"] for p, r in trials.items()}, budget)
-        program, mlir_text, plan, timings = trials[remat]
-        plan["auto"] = {"budget_bytes": budget, "chosen": remat,
-                        "predicted_peak_bytes": {p: r[2]["memory"]["predicted_peak_bytes"] for p, r in trials.items()}}
-    else:
-        program, mlir_text, plan, timings = lower_step(step, sp, dp, remat, budget, tile, pipeline)
+    program, mlir_text, plan, timings = lower_step(step, sp, dp, remat, budget, tile, pipeline)
     timings["capture"] = capture_s
     pipeline = pipeline or default_pipeline(sp, dp, remat, budget, tile=tile)
 

@@ -1,4 +1,4 @@
-"""`autospc plan` and remat="auto": memory questions answered from the compiler's prediction alone.
+"""`autospc plan`: memory questions answered from the compiler's prediction alone.
 
 The predicted per-rank peak is affine in the sequence length for a given model, batch, sp and
 policy (every activation is linear in S/P; attention holds no S x S state), so two compiles at small
@@ -11,7 +11,7 @@ import torch.nn as nn
 
 from autosp.frontend import CompileError, capture_train_step
 
-POLICIES = ("none", "sac", "full")          # least recompute first: auto takes the first that fits
+POLICIES = ("none", "sac", "full")          # least recompute first
 COMPONENTS = ("parameters", "inputs", "saved", "gradients", "transient", "comm")
 
 
@@ -81,17 +81,3 @@ def _solve(memory: int, base: list[float], side: tuple[float, float], g: int) ->
 def _affine(y1: float, y2: float, x1: int, x2: int) -> tuple[float, float]:
     slope = (y2 - y1) / (x2 - x1)
     return y1 - slope * x1, slope
-
-
-def choose_policy(memories: dict[str, dict], budget: int) -> str:
-    """remat="auto": the least-recompute policy whose predicted peak fits; else a clear error."""
-    from autosp.inspect_artifact import human
-    for p in POLICIES:
-        if memories[p]["predicted_peak_bytes"] <= budget:
-            return p
-    best = min(POLICIES, key=lambda p: memories[p]["predicted_peak_bytes"])
-    m = memories[best]
-    top = max(COMPONENTS, key=lambda k: m.get(k, 0))
-    raise CompileError(f"no remat policy fits the budget {human(budget)}: the smallest predicted peak is "
-                       f"{human(m['predicted_peak_bytes'])} per rank (policy {best}), dominated by {top} "
-                       f"({human(m[top])}); " + ", ".join(f"{k} {human(m.get(k, 0))}" for k in COMPONENTS))

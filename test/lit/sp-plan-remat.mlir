@@ -43,7 +43,7 @@
 // SAC-NEXT:     %[[A:[0-9]+]] = torch.aten.mul.Tensor %arg1, %arg0
 // SAC-NEXT:     torch.aten.mul.Tensor %[[G]]#0, %[[A]]
 
-// BAD: error: sp-plan-remat: unknown remat policy 'most'; use one of none, full, sac
+// BAD: error: sp-plan-remat: unknown remat policy 'most'; use one of none, full, sac, auto{{$}}
 #l0 = loc("model.layers.0.mlp"("model.py":10:0))
 #l1 = loc("model.layers.1.self_attn"("model.py":20:0))
 #top = loc("lm_head"("model.py":30:0))

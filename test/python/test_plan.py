@@ -41,16 +41,29 @@ def test_longest_sequence_matches_measured_runs(tmp_path):
 def test_auto_takes_least_recompute_that_fits():
     ids = torch.zeros(2, 512, dtype=torch.long)
     model = load_model("builtin:tiny-llama", empty=True)
-    big = json.loads(autosp.compile(model, (ids, ids), sp=1, remat="auto", memory_budget="1GiB").files["plan.json"])
-    assert big["auto"]["chosen"] == "none" and big["remat"] == "none"
-    peaks = big["auto"]["predicted_peak_bytes"]
-    assert peaks["none"] > peaks["sac"]
-    squeeze = (peaks["none"] + peaks["sac"]) // 2          # none no longer fits, sac does
-    plan = json.loads(autosp.compile(model, (ids, ids), sp=1, remat="auto", memory_budget=squeeze).files["plan.json"])
-    assert plan["auto"]["chosen"] == "sac" and plan["memory"]["predicted_peak_bytes"] <= squeeze
-    with pytest.raises(CompileError, match=r"no remat policy fits the budget 2\.0 MiB: the smallest predicted peak "
+
+    def plan_for(budget) -> dict:
+        return json.loads(autosp.compile(model, (ids, ids), sp=1, remat="auto", memory_budget=budget)
+                          .files["plan.json"])
+
+    big = plan_for("1GiB")
+    assert big["remat"] == "auto" and big["auto"]["chosen"] == "none"
+    plans = big["auto"]["plans"]
+    assert set(plans) == {"none"} and plans["none"]["recompute_flops"] == 0
+    # a budget that none misses and the named policies meet: a per-value plan in between
+    tight = json.loads(autosp.compile(model, (ids, ids), sp=1, remat="sac").files["plan.json"])
+    squeeze = (plans["none"]["predicted_peak_bytes"] + tight["memory"]["predicted_peak_bytes"]) // 2
+    plan = plan_for(squeeze)
+    auto = plan["auto"]
+    chosen = auto["plans"][auto["chosen"]]
+    assert "+" in auto["chosen"] and auto["budget_bytes"] == squeeze, auto["chosen"]
+    assert chosen["predicted_peak_bytes"] == plan["memory"]["predicted_peak_bytes"] <= squeeze
+    fitting = [p for n, p in auto["plans"].items() if p["predicted_peak_bytes"] <= squeeze and n != auto["chosen"]]
+    assert fitting and all(chosen["recompute_ns"] <= p["recompute_ns"] for p in fitting), auto["plans"]
+    assert chosen["recompute_ns"] < auto["plans"]["sac"]["recompute_ns"]
+    with pytest.raises(CompileError, match=r"no remat plan fits the budget 2\.0 MiB: the smallest predicted peak "
                                            r"is \d+\.\d MiB per rank \(policy \w+\), dominated by \w+"):
-        autosp.compile(model, (ids, ids), sp=1, remat="auto", memory_budget="2MiB")
+        plan_for("2MiB")
     with pytest.raises(CompileError, match=r"remat='auto' needs a memory_budget"):
         autosp.compile(model, (ids, ids), sp=1, remat="auto")
 

@@ -6,7 +6,10 @@ import math
 import os
 
 import pytest
+import torch
 
+import autosp
+from autosp.frontend import load_model
 from autosp.runtime.artifact import DTYPES
 from autosp.verify import verify
 from conftest import spec_for
@@ -59,3 +62,21 @@ def test_policies_trade_memory_for_recompute(compile_to):
         assert ops["none"].count(kind) == ops["sac"].count(kind) == ops["full"].count(kind), kind
     # sac recomputes projections: more mm in its backward than none's
     assert ops["sac"].count("aten.mm.default") > ops["none"].count("aten.mm.default")
+
+
+@pytest.mark.parametrize("sp", [1, 2])
+def test_auto_per_value_plan_matches_eager(sp, tmp_path):
+    """remat="auto" between none and sac: a per-value plan (sac plus some values kept), still exact."""
+    model = load_model("builtin:tiny-llama", empty=True)
+    ids = torch.zeros(2, 64, dtype=torch.long)
+
+    def compiled(remat: str, budget: int | None = None):
+        art = autosp.compile(model, (ids, ids), sp=sp, remat=remat, memory_budget=budget, model_name="builtin:tiny-llama")
+        return art, json.loads(art.files["plan.json"])
+
+    peaks = [compiled(r)[1]["memory"]["predicted_peak_bytes"] for r in ("none", "sac")]
+    art, plan = compiled("auto", sum(peaks) // 2)
+    assert "+" in plan["auto"]["chosen"], plan["auto"]
+    path = str(tmp_path / "auto.autosp")
+    art.save(path)
+    _ok(verify(path, "builtin:tiny-llama", sp, steps=2))
