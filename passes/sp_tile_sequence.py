@@ -1,8 +1,13 @@
-"""sp-tile-sequence: run the LM head + log-softmax + cross-entropy chain in chunks of token rows, so
-the [tokens, vocab] logits and their gradient are never materialized whole. Option: chunks=N.
+"""sp-tile-sequence: run the token-local work whose intermediates are much wider than the hidden size
+in chunks of tokens, forward and backward, so those intermediates are never materialized whole:
+  - the LM head + log-softmax + cross-entropy chain, in chunks of token rows (this file): no
+    [tokens, vocab] logits or gradient;
+  - the wide token-local regions, i.e. the MLPs, in chunks of each sequence's positions
+    (tile_wide_regions.py, run after the head): no [tokens, intermediate] activation or gradient.
+Option: chunks=N forces N chunks for the head and for every region; without it each picks its own.
 
 Runs on the joint step function (after sp-partition-sequence, canonicalize, cse; before
-sp-plan-remat). The chain is matched by dataflow from each `nll_loss_forward`:
+sp-plan-remat). The head chain is matched by dataflow from each `nll_loss_forward`:
 
   forward   logits = mm(h [T,D], wt [D,V]) -> row-preserving views -> _log_softmax(dim 1) [T,V]
             -> nll_loss_forward (reduction sum, or mean)
@@ -34,7 +39,8 @@ that does not match (another reader of the logits, a consumer of its gradient ot
 above, a non-row-preserving reshape) is left as it is: the pass does nothing for it.
 
 Created ops carry the location (and `sp.layout`) of the op they replace, so sp-plan-remat keeps
-them in the right layer segment. Every created ATen op is checked on meta tensors.
+them in the right layer segment. Every created ATen op is checked on meta tensors. The numerics are
+eager's up to the order of the chunked sums (fp32 rounding).
 """
 from __future__ import annotations
 
@@ -43,31 +49,15 @@ from dataclasses import dataclass, field
 
 from torch_mlir import ir
 
-from .aten_call import ELEMENT_TYPES, meta_shapes
+from .aten_call import ELEMENT_TYPES
 from .registry import PassError, register
-from .torch_ir import (aten, body_ops, const_int, const_value, dtype_str, func_of, funcs_of, is_tensor, op_name,
-                       shape, with_shape)
+from .tile_wide_regions import A, Builder, NoMatch, bounds, erase_all, tile_wide_regions
+from .tile_wide_regions import owner as _owner
+from .tile_wide_regions import uses as _uses
+from .torch_ir import body_ops, const_value, dtype_str, func_of, funcs_of, is_tensor, op_name, shape, with_shape
 
-A = "torch.aten."
 _VIEWS = {A + "view", A + "_unsafe_view", A + "reshape"}
 _IDENTITY = {A + "detach", A + "alias", A + "clone"}
-_LIST = "torch.prim.ListConstruct"
-
-
-class NoMatch(Exception):
-    """The chain at this loss does not have the tileable form."""
-
-
-def _op(x):
-    return x.operation if isinstance(x, (ir.Operation, ir.OpView)) else None
-
-
-def _owner(v: ir.Value):
-    return _op(v.owner)
-
-
-def _uses(v: ir.Value) -> list[tuple[ir.Operation, int]]:
-    return [(u.owner.operation, u.operand_number) for u in v.uses]
 
 
 def _const(v: ir.Value):
@@ -225,42 +215,16 @@ def default_chunks(chain: Chain) -> int:
     return max(1, min(n, chain.tokens))
 
 
-def bounds(tokens: int, n: int) -> list[tuple[int, int]]:
-    """n balanced [start, end) row ranges covering tokens, the larger chunks first."""
-    base, extra = divmod(tokens, n)
-    out, start = [], 0
-    for c in range(n):
-        end = start + base + (1 if c < extra else 0)
-        out.append((start, end))
-        start = end
-    return out
+class Tiler(Builder):
+    """The chain's rewrite. Its constants are shared by all its ops: the forward precedes the backward."""
 
-
-class Tiler:
     def __init__(self, chain: Chain, n: int):
+        super().__init__()
         self.c, self.n = chain, n
         self.ranges = bounds(chain.tokens, n)
-        self.created: list[ir.Operation] = []
         self.slices: dict[tuple[ir.Value, int], list[ir.Value]] = {}
-        self.ints: dict[int, ir.Value] = {}
-
-    def const(self, like, value: int) -> ir.Value:
-        """A torch.constant.int, shared by the ops created after it (the forward precedes the backward)."""
-        if value not in self.ints:
-            with like.location:
-                self.ints[value] = const_int(value)
-        return self.ints[value]
 
     # ------------------------------------------------------------------ building blocks
-    def emit(self, like, name: str, operands: list, types: list) -> ir.Operation:
-        """A torch.aten op at the current insertion point, at `like`'s location and layout."""
-        with like.location:
-            op = aten(name, operands, types)
-        if "sp.layout" in like.attributes and len(types) == len(ir.ArrayAttr(like.attributes["sp.layout"])):
-            op.attributes["sp.layout"] = like.attributes["sp.layout"]
-        self.created.append(op)
-        return op
-
     def slice_of(self, like, v: ir.Value, dim: int) -> list[ir.Value]:
         """v cut into the chunks' row ranges along dim (shared by every reader)."""
         key = (v, dim)
@@ -273,19 +237,6 @@ class Tiler:
                 out.append(self.emit(like, "slice.Tensor", [v, *ops], [with_shape(v.type, sh)]).results[0])
             self.slices[key] = out
         return self.slices[key]
-
-    def accumulate(self, like, acc: ir.Value | None, x: ir.Value) -> ir.Value:
-        if acc is None:
-            return x
-        return self.emit(like, "add.Tensor", [acc, x, self.const(like, 1)], [acc.type]).results[0]
-
-    def matmul_into(self, like, acc: ir.Value | None, a: ir.Value, b: ir.Value) -> ir.Value:
-        """a @ b for the first chunk, then acc + a @ b (addmm: no separate partial product is live)."""
-        t = like.results[0].type
-        if acc is None:
-            return self.emit(like, "mm", [a, b], [t]).results[0]
-        one = self.const(like, 1)
-        return self.emit(like, "addmm", [acc, a, b, one, one], [t]).results[0]
 
     def logp(self, hc: ir.Value) -> ir.Value:
         c = self.c
@@ -350,11 +301,7 @@ class Tiler:
                     yc = self.slice_of(op, op.operands[1], 0)[k]
                     sums[op] = self.matmul_into(op, sums[op], dt, yc)
             for op, xs in parts.items():
-                with op.location:
-                    lst = ir.Operation.create(_LIST, results=[ir.Type.parse("!torch.list<vtensor>")],
-                                              operands=xs).results[0]
-                cat = self.emit(op, "cat", [lst, self.const(op, 0)], [op.results[0].type]).results[0]
-                op.results[0].replace_all_uses_with(cat)
+                op.results[0].replace_all_uses_with(self.cat(op, xs, 0, op.results[0].type))
         for op, s in sums.items():
             op.results[0].replace_all_uses_with(s)
 
@@ -397,51 +344,12 @@ class Tiler:
         chain_values = {c.lsb.results[0], *(o.results[0] for o in c.g_views), *(t.results[0] for t, _ in c.tleft)}
         return v in chain_values
 
-    def erase_chain(self) -> None:
-        dead = self.c.ops()
-        dead_set = set(dead)
-        inputs = [o for op in dead for o in map(_owner, op.operands) if o is not None and o not in dead_set]
-        while dead:
-            unused = [op for op in dead if not any(list(r.uses) for r in op.results)]
-            if not unused:
-                raise PassError(f"internal: {op_name(dead[0])} still has readers after tiling", dead[0].location)
-            for op in unused:
-                dead.remove(op)
-                op.erase()
-        _erase_dead_constants(inputs)
-
-    def check(self) -> None:
-        for op in self.created:
-            got = meta_shapes(op)
-            want = [shape(r) for r in op.results if is_tensor(r)]
-            if got is not None and got[:len(want)] != want:
-                raise PassError(f"internal: tiled {op_name(op)} has types {want} but computes {got}", op.location)
-
     def run(self) -> None:
         self.plan_hoist()   # the only step that can still refuse the chain: before any change
         self.forward()
         self.backward()
-        self.erase_chain()
+        erase_all(self.c.ops())
         self.check()
-
-
-def _erase_dead_constants(ops: list) -> None:
-    """Erase the constants and constant lists among ops (and what they read) left without readers."""
-    cands, stack = [], list(ops)
-    while stack:                      # collect first: an erased op cannot be compared any more
-        o = stack.pop()
-        if o in cands or not (o.name.startswith("torch.constant.") or o.name == _LIST):
-            continue
-        cands.append(o)
-        stack.extend(x for x in map(_owner, o.operands) if x is not None)
-    while True:
-        dead = [o for o in cands if not any(list(r.uses) for r in o.results)]
-        if not dead:
-            return
-        for o in dead:
-            cands.remove(o)
-        for o in dead:
-            o.erase()
 
 
 def _parse_chunks(chunks: str | None, func) -> int | None:
@@ -456,7 +364,8 @@ def _parse_chunks(chunks: str | None, func) -> int | None:
     return n
 
 
-@register("sp-tile-sequence", "run the LM head + log-softmax + loss in chunks of tokens (fwd and bwd)")
+@register("sp-tile-sequence", "run the LM head + loss and the wide token-local regions (MLPs) in chunks of "
+                              "tokens (fwd and bwd)")
 def tile_sequence(module_op, chunks: str | None = None) -> None:
     if any("sp.remat" in f.attributes for f in funcs_of(module_op)):
         raise PassError("the step is already split into @forward/@backward: sp-tile-sequence runs on the "
@@ -478,3 +387,4 @@ def tile_sequence(module_op, chunks: str | None = None) -> None:
             Tiler(chain, n).run()
         except NoMatch:
             continue
+    tile_wide_regions(module_op, func, want)

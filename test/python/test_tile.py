@@ -1,5 +1,5 @@
-"""sp-tile-sequence: the LM head + loss in token chunks is exact, and no [tokens, vocab] tensor is left
-in the compiled forward or backward."""
+"""sp-tile-sequence: the LM head + loss and the MLPs in token chunks are exact, and no [tokens, vocab]
+or [tokens, intermediate] tensor is left in the compiled forward or backward."""
 from __future__ import annotations
 
 import json
@@ -10,11 +10,12 @@ import pytest
 import torch
 
 from autosp.verify import verify
-from conftest import spec_for
+from conftest import HF_CONFIGS, spec_for
 
 TOL = 1e-5
 BATCH, SEQ, CHUNKS = 2, 64, 4
 TINY = "builtin:tiny-llama"
+TINY_F = 128                     # tiny-llama's intermediate size
 
 
 def _ok(reports) -> None:
@@ -71,6 +72,18 @@ def _log_softmax_shapes(path: str) -> dict[str, list[list[int]]]:
             for name, p in _programs(path).items()}
 
 
+def _mlp_rows(path: str, f: int) -> dict[str, int]:
+    """Per program, the most token rows (elements / F) of a tensor with an intermediate-size dim F,
+    except the [F, D] / [D, F] weights and their gradients."""
+    _, d = _head(path)
+    out = {}
+    for name, prog in _programs(path).items():
+        shapes = [a["shape"] for a in prog["args"]] + [s for i in prog["instructions"] for s in i["shapes"]]
+        rows = [math.prod(s) // f for s in shapes if s is not None and f in s and sorted(s) != sorted([f, d])]
+        out[name] = max(rows, default=0)
+    return out
+
+
 @pytest.mark.parametrize("sp", [1, 2])
 def test_tiled_matches_eager(sp, compiled):
     path = compiled(TINY, sp)
@@ -108,6 +121,20 @@ def test_untiled_has_whole_logits(compiled):
     v, _ = _head(path)
     assert max(r[1] for r in _vocab_rows(path)) == BATCH * SEQ // 2
     assert _log_softmax_shapes(path)["forward"] == [[BATCH * SEQ // 2, v]]
+    assert _mlp_rows(path, TINY_F) == {"forward": BATCH * SEQ // 2, "backward": BATCH * SEQ // 2}
+
+
+@pytest.mark.parametrize("sp", [1, 2])
+def test_no_whole_mlp_activations(sp, compiled):
+    """chunks=4 cuts each MLP too, along each sequence's positions: its [T, F] activations and their
+    gradients exist only as [T/4, F] chunks (B sequences of S/4 positions), in both programs."""
+    path = compiled(TINY, sp)
+    tokens = BATCH * SEQ // sp
+    assert _mlp_rows(path, TINY_F) == {"forward": tokens // CHUNKS, "backward": tokens // CHUNKS}
+    silu = [i["shapes"][0] for i in _programs(path)["forward"]["instructions"] if i["op"] == "aten.silu.default"]
+    assert silu == [[BATCH, SEQ // sp // CHUNKS, TINY_F]] * (2 * CHUNKS), silu     # 2 layers
+    saved = [a["shape"] for a in _programs(path)["backward"]["args"] if a["role"] == "saved"]
+    assert all(math.prod(s) // TINY_F <= tokens // CHUNKS for s in saved if TINY_F in s), saved
 
 
 def test_chunks_keep_the_head_locations(compiled):
@@ -139,14 +166,17 @@ def test_uneven_chunks(compiled):
     _ok(verify(path, TINY, 2, steps=1))
 
 
-@pytest.mark.parametrize("model", ["llama", "qwen2"])
+@pytest.mark.parametrize("model", ["llama", "qwen2", "gpt_neox"])
 def test_auto_chunks_hf(model, hf_dir, compiled):
-    """tile="auto": the pass's rule, the smallest N with a [T/N, V] fp32 tile <= 2 x [T, D]:
-    V = 96, D = 32 -> N = 2. Qwen2 ties the head to the embedding."""
+    """tile="auto": the pass's rules. Head: the smallest N with a [T/N, V] fp32 tile <= 2 x [T, D]:
+    V = 96, D = 32 -> N = 2. MLP: the smallest N with a [T/N, F] chunk <= 2 x [T, D]: F = 64 -> N = 4,
+    chunks of 2 of the 8 local positions of each of the 2 sequences. Qwen2 ties the head to the
+    embedding; GPT-NeoX's MLP is GELU with biases (their gradients are summed chunk by chunk)."""
     spec = spec_for(model, hf_dir)
     path = compiled(spec, 2, tile="auto", seq=16)
     assert "sp-tile-sequence" in json.load(open(os.path.join(path, "manifest.json")))["stages"]
     assert _log_softmax_shapes(path)["forward"] == [[8, 96], [8, 96]]
+    assert _mlp_rows(path, HF_CONFIGS[model]["intermediate_size"]) == {"forward": 4, "backward": 4}
     _ok(verify(path, spec, 2, steps=2))
 
 

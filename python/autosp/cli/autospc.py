@@ -120,9 +120,9 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--dp", type=int, default=1, help="data-parallel degree (world = sp x dp)")
     c.add_argument("--remat", choices=["none", "full", "sac", "auto"], default="sac",
                    help="what the forward saves for the backward (default: sac, sequence-aware; auto: the "
-                        "least recompute that fits --memory-budget)")
+                        "per-value plan with the least recompute that fits --memory-budget)")
     c.add_argument("--memory-budget", help="per-rank bytes or e.g. 12GiB; compiling fails above it")
-    c.add_argument("--tile", default="auto", help="LM head + loss in N token chunks, 'auto' (default) or 0 (off)")
+    c.add_argument("--tile", default="auto", help="LM head + loss and MLPs in N token chunks, 'auto' (default) or 0 (off)")
     c.add_argument("-o", "--output", required=True)
     c.set_defaults(fn=cmd_compile)
     pl = sub.add_parser("plan", help="the longest sequence that fits a memory size, per remat policy")
@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     pl.add_argument("--dp", type=int, default=1)
     pl.add_argument("--batch", type=int, default=1)
     pl.add_argument("--memory", required=True, help="per-rank memory, e.g. 80GiB")
-    pl.add_argument("--tile", default="auto", help="LM head + loss in N token chunks, 'auto' (default) or 0 (off)")
+    pl.add_argument("--tile", default="auto", help="LM head + loss and MLPs in N token chunks, 'auto' (default) or 0 (off)")
     pl.set_defaults(fn=cmd_plan)
     i = sub.add_parser("inspect", help="stages, collectives and bytes moved per step, parameters")
     i.add_argument("artifact")
