@@ -62,6 +62,12 @@ def op_cost(op) -> tuple[int, int]:
     return flops, moved
 
 
+def recompute_cost(ops) -> tuple[int, int]:
+    """(FLOPs, bytes) of recomputing ops."""
+    costs = [op_cost(o) for o in ops]
+    return (sum(c[0] for c in costs), sum(c[1] for c in costs))
+
+
 def seconds(cost: tuple[int, int]) -> float:
     return max(cost[0] / PEAK_FLOPS, cost[1] / PEAK_BYTES_PER_S)
 
@@ -180,9 +186,7 @@ def choose(make_split: Callable, measure: Callable[[object], dict], budget: int,
     """(the chosen plan, every plan simulated). make_split(policy, extra=()) builds a Split;
     measure(split) is sp-plan-memory's prediction for it."""
     def trial(name: str, split) -> Trial:
-        ops = split.plan()[2]
-        flops, moved = (sum(c) for c in zip(*(op_cost(o) for o in ops))) if ops else (0, 0)
-        return Trial(name, split, measure(split), (flops, moved))
+        return Trial(name, split, measure(split), recompute_cost(split.plan()[2]))
 
     none = trial("none", make_split("none"))
     if none.peak <= budget:

@@ -22,6 +22,7 @@ import re
 from torch_mlir import ir
 from torch_mlir.dialects import func as func_d
 
+from . import remat_budget
 from .registry import PassError, func_attr, register
 from .torch_ir import body_ops, func_of, is_tensor, location_module, op_name, shape, string_array, strings
 
@@ -190,6 +191,11 @@ def emit(module_op, func, split: Split) -> tuple:
         for k, v in copied.items():
             f.attributes[k] = v
     fwd.attributes["sp.remat"] = ir.StringAttr.get(split.policy)
+    flops, moved = remat_budget.recompute_cost(recompute)
+    i64 = ir.IntegerType.get_signless(64)
+    bwd.attributes["sp.recomputed"] = ir.DictAttr.get({      # for plan.json and `autospc inspect`
+        "ops": ir.IntegerAttr.get(i64, len(recompute)), "flops": ir.IntegerAttr.get(i64, flops),
+        "bytes": ir.IntegerAttr.get(i64, moved)})
     # forward: the ops the loss needs; returns the loss and what the backward reads
     fb = fwd.regions[0].blocks[0]
     fmap = dict(zip(args, fb.arguments))
@@ -208,7 +214,6 @@ def emit(module_op, func, split: Split) -> tuple:
 
 def _auto(module_op, func, budget: str) -> Split:
     """The budget planner's split; the plans it simulated go on the module as `sp.remat_auto`."""
-    from . import remat_budget
     from .sp_plan_memory import parse_bytes, predict_funcs
     if not budget:
         raise PassError("policy=auto needs budget=BYTES (e.g. budget=12GiB)", func.location)

@@ -51,7 +51,7 @@ from torch_mlir import ir
 
 from .aten_call import ELEMENT_TYPES
 from .registry import PassError, register
-from .tile_wide_regions import A, Builder, NoMatch, bounds, erase_all, tile_wide_regions
+from .tile_wide_regions import A, Builder, NoMatch, bounds, erase_all, record, tile_wide_regions
 from .tile_wide_regions import owner as _owner
 from .tile_wide_regions import uses as _uses
 from .torch_ir import body_ops, const_value, dtype_str, func_of, funcs_of, is_tensor, op_name, shape, with_shape
@@ -383,8 +383,10 @@ def tile_sequence(module_op, chunks: str | None = None) -> None:
                             f"([{chain.tokens}, {chain.vocab}] log-probabilities)", nll.location)
         if n == 1:
             continue
+        what = (chain.mm.location, n, chain.tokens, chain.vocab)   # the chain is erased once tiled
         try:
             Tiler(chain, n).run()
         except NoMatch:
             continue
+        record(module_op, "lm_head", *what)
     tile_wide_regions(module_op, func, want)

@@ -45,8 +45,8 @@ from .aten_call import meta_shapes
 from .layouts import PARTIAL, REP, Layout
 from .registry import PassError, func_attr
 from .sp_propagate_sequence import BINARY, RESHAPE, UNARY
-from .torch_ir import (aten, body_ops, const_int, is_tensor, op_name, shape, string_array, strings,
-                       with_shape)
+from .torch_ir import (aten, body_ops, const_int, is_tensor, location_module, location_str, op_name, shape,
+                       string_array, strings, with_shape)
 
 A = "torch.aten."
 LIST = "torch.prim.ListConstruct"
@@ -113,6 +113,19 @@ def erase_all(ops: list) -> None:
             dead.remove(op)
             op.erase()
     erase_dead_constants(inputs)
+
+
+def record(module_op, kind: str, loc: ir.Location, chunks: int, tokens: int, width: int) -> None:
+    """Note in the module's `sp.tiles` (read by plan.json and `autospc inspect`) what was cut: kind
+    ("lm_head" | "mlp"), the module it is in, the chunk count, the [tokens, width] it is no longer."""
+    where = location_module(loc)
+    where = where.rsplit(".", 1)[0] if kind == "mlp" and "." in where else where or location_str(loc)
+    i64 = ir.IntegerType.get_signless(64)
+    entry = ir.DictAttr.get({"kind": ir.StringAttr.get(kind), "module": ir.StringAttr.get(where),
+                             "chunks": ir.IntegerAttr.get(i64, chunks), "tokens": ir.IntegerAttr.get(i64, tokens),
+                             "width": ir.IntegerAttr.get(i64, width)})
+    old = list(ir.ArrayAttr(module_op.attributes["sp.tiles"])) if "sp.tiles" in module_op.attributes else []
+    module_op.attributes["sp.tiles"] = ir.ArrayAttr.get(old + [entry])
 
 
 class Builder:
@@ -527,4 +540,6 @@ def tile_wide_regions(module_op, func, chunks: int | None) -> None:
                             f"region is cut along ([{tok.total}, {region.wide}] intermediates of [{tok.total}, "
                             f"{region.narrow}] inputs)", region.seed.location)
         if n > 1:
+            loc = region.seed.location        # the seed is erased with the region
             tiler.run()
+            record(module_op, "mlp", loc, n, tok.total, region.wide)

@@ -64,7 +64,8 @@ def _dict(d) -> dict:
 
 
 def _plan(module, program: dict, remat: str) -> dict:
-    """plan.json: the remat decision, the memory plan of sp-plan-memory, the communication."""
+    """plan.json: the remat decision (what is saved, what recomputed), what is tiled, the memory plan of
+    sp-plan-memory, the communication."""
     from torch_mlir import ir
 
     from autosp.inspect_artifact import communication
@@ -75,11 +76,13 @@ def _plan(module, program: dict, remat: str) -> dict:
                 for f in funcs_of(module) if "sp.live_timeline" in f.attributes}
     fwd = program["programs"]["forward"]
     saved = [a for a in program["programs"]["backward"]["args"] if a["role"] == "saved"]
-    auto = {}
-    if "sp.remat_auto" in attrs:
-        auto = _dict(ir.DictAttr(attrs["sp.remat_auto"]))
+    auto = _dict(ir.DictAttr(attrs["sp.remat_auto"])) if "sp.remat_auto" in attrs else {}
+    tiled = [_dict(ir.DictAttr(t)) for t in ir.ArrayAttr(attrs["sp.tiles"])] if "sp.tiles" in attrs else []
+    recomputed = next((_dict(ir.DictAttr(f.attributes["sp.recomputed"])) for f in funcs_of(module)
+                       if "sp.recomputed" in f.attributes), {})
     return {"remat": remat, "memory": memory, "timeline": timeline, **({"auto": auto} if auto else {}),
             "saved": [{"shape": a["shape"], "dtype": a["dtype"]} for a in saved],
+            "recomputed": recomputed, "tiled": tiled,
             "backward_instructions": len(program["programs"]["backward"]["instructions"]),
             "forward_instructions": len(fwd["instructions"]),
             "communication": communication(program)}

@@ -55,6 +55,31 @@ def _saved(prog: dict) -> str:
     return f"{len(saved)} tensors, {human(sum(_bytes(s, d) for s, d in saved))} per rank"
 
 
+def _remat(p: dict, policy: str | None) -> str:
+    auto = p.get("auto")
+    return f"auto (plan {auto['chosen']}, budget {human(auto['budget_bytes'])})" if auto else str(policy)
+
+
+def _recomputed(p: dict) -> str:
+    r = p.get("recomputed")
+    if not r:
+        return ""
+    return f"; it recomputes {r['ops']} ops ({r['flops'] / 1e6:.1f} MFLOP)" if r["ops"] else "; it recomputes nothing"
+
+
+def _tiled(p: dict) -> list[str]:
+    """One line per kind of tiled region: where, how many chunks, the [tokens, width] never made whole."""
+    by_kind: dict[tuple, list[str]] = {}
+    for t in p.get("tiled", []):
+        by_kind.setdefault((t["kind"], t["chunks"], t["tokens"], t["width"]), []).append(t["module"])
+    lines = []
+    for (kind, n, tokens, width), where in by_kind.items():
+        what = "LM head + loss" if kind == "lm_head" else f"{len(where)} MLP{'s' if len(where) > 1 else ''}"
+        lines.append(f"{'tiled' if not lines else '':12s} {what} in {n} chunks: [{tokens}, {width}] never whole "
+                     f"({', '.join(where)})")
+    return lines or ["tiled        nothing"]
+
+
 def _result_specs(program: dict) -> list[tuple[list[int], str]]:
     specs = {i: (a["shape"], a["dtype"]) for i, a in enumerate(program["args"])}
     for inst in program["instructions"]:
@@ -79,7 +104,9 @@ def report(art: Artifact) -> str:
              f"step input [{man['batch']}, {man['seq_len']}] tokens",
              f"format       v{man['format_version']}  {man.get('compiler')}  targets: {', '.join(man.get('targets', []))}",
              "stages       " + " -> ".join(["capture", "import"] + man.get("stages", []) + ["lower"]),
-             f"remat        {man.get('remat')}: the forward saves {_saved(prog)} for the backward",
+             f"remat        {_remat(plan(art), man.get('remat'))}: the forward saves {_saved(prog)} for the backward"
+             + _recomputed(plan(art)),
+             *_tiled(plan(art)),
              "program      " + ", ".join(f"{name} {len(p['instructions'])} instructions"
                                          for name, p in prog["programs"].items())]
     comm = communication(prog)
@@ -115,6 +142,8 @@ def as_json(art: Artifact) -> dict:
             "predicted_peak_bytes": mem.get("predicted_peak_bytes"),
             "breakdown": {k: mem.get(k) for k in BREAKDOWN},
             "saved_bytes": mem.get("saved_bytes"), "saved_tensors": len(p.get("saved", [])),
+            "recomputed": p.get("recomputed"), "tiled": p.get("tiled", []),
+            **({"auto": p["auto"]} if "auto" in p else {}),
             "instructions": {k: len(v["instructions"]) for k, v in art.program["programs"].items()},
             "communication": communication(art.program)}
 

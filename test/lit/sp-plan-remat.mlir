@@ -11,7 +11,7 @@
 // NONE-SAME:    attributes {{{.*}}sp.args = ["param:w", "input:x"], sp.remat = "none", sp.results = ["loss", "saved:0", "saved:1", "saved:2", "saved:3"]}
 // NONE:         return %{{.*}}, %[[A:[0-9]+]], %[[R:[0-9]+]], %[[O:[0-9]+]]#0, %[[O]]#1
 // NONE-LABEL: func.func @backward(
-// NONE-SAME:    sp.args = ["param:w", "input:x", "saved:0", "saved:1", "saved:2", "saved:3"], sp.results = ["grad:w"]
+// NONE-SAME:    sp.args = ["param:w", "input:x", "saved:0", "saved:1", "saved:2", "saved:3"], sp.recomputed = {bytes = 0 : i64, flops = 0 : i64, ops = 0 : i64}, sp.results = ["grad:w"]
 // NONE-NOT:     torch.aten.mul.Tensor %arg0
 // NONE-NOT:     "sp.all_reduce"
 // NONE-NOT:     "sp.attention"(
@@ -27,6 +27,8 @@
 // FULL:         %[[FO:[0-9]+]]:2 = "sp.attention"
 // FULL:         return %{{.*}}, %[[R]], %[[FO]]#0 :
 // FULL-LABEL: func.func @backward(%arg0: !torch.vtensor<[2,4,8,8],f32>, %arg1: !torch.vtensor<[2,4,8,8],f32>, %arg2: !torch.vtensor<[2,4,8,8],f32>, %arg3: !torch.vtensor<[2,4,8,8],f32>)
+// The recompute cost (remat_budget.py's model): causal attention 4 x 512 x 8 / 2 FLOPs, the product 512.
+// FULL-SAME:    sp.recomputed = {bytes = 14592 : i64, flops = 8704 : i64, ops = 2 : i64}
 // FULL-NOT:     "sp.all_reduce"
 // FULL:         %[[O:[0-9]+]]:2 = "sp.attention"(%arg2, %arg2, %arg2)
 // FULL-NEXT:    %[[G:[0-9]+]]:3 = "sp.attention_grad"(%{{.*}}, %arg2, %arg2, %arg2, %arg3, %[[O]]#1)
@@ -38,6 +40,7 @@
 // SAC-SAME:    sp.results = ["loss", "saved:0", "saved:1", "saved:2"]
 // SAC:         return %{{.*}}, %[[R:[0-9]+]], %[[O:[0-9]+]]#0, %[[O]]#1
 // SAC-LABEL: func.func @backward(
+// SAC-SAME:     sp.recomputed = {bytes = 6144 : i64, flops = 512 : i64, ops = 1 : i64}
 // SAC-NOT:      "sp.attention"(
 // SAC:          %[[G:[0-9]+]]:3 = "sp.attention_grad"(%{{.*}}, %arg2, %arg2, %arg2, %arg3, %arg4)
 // SAC-NEXT:     %[[A:[0-9]+]] = torch.aten.mul.Tensor %arg1, %arg0

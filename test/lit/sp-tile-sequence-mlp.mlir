@@ -11,6 +11,8 @@
 // A SwiGLU MLP on one sequence of 8 local positions (sp=2 of 16), hidden D = 4, width F = 16, with
 // its backward (the silu gradient decomposed, as captured). The loss depends on the forward ops;
 // the backward reads the forward's chunk c in its chunk c.
+// The module notes what was cut, for plan.json and `autospc inspect`.
+// CHECK:       module attributes {sp.mesh = {dp = 1 : i64, sp = 2 : i64}, sp.tiles = [{chunks = 2 : i64, kind = "mlp", module = "model.layers.0.mlp", tokens = 8 : i64, width = 16 : i64}]}
 // CHECK-LABEL: func.func @train_step(
 // CHECK:         %[[WG:[0-9]+]] = torch.aten.t %arg0
 // CHECK:         %[[WU:[0-9]+]] = torch.aten.t %arg1

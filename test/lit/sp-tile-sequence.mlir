@@ -13,6 +13,7 @@
 // loss is the local sum, all-reduced and divided by the all-reduced token count; the backward
 // reads the global count. d(hidden) = mm(G, t(wt)) is defined after d(W) = mm(t(G), h): the
 // operand t(wt) moves up so both read each gradient chunk while it is live.
+// CHECK:       module attributes {sp.tiles = [{chunks = 4 : i64, kind = "lm_head", module = "lm_head", tokens = 8 : i64, width = 16 : i64}]}
 // CHECK-LABEL: func.func @train_step(
 // CHECK:         %[[WT:[0-9]+]] = torch.aten.t %arg0 : !torch.vtensor<[16,4],f32> -> !torch.vtensor<[4,16],f32>
 // CHECK:         %[[H:[0-9]+]] = torch.aten.view %arg1

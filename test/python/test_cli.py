@@ -32,6 +32,11 @@ def test_inspect(art):
     assert "sp=2 x dp=1" in r.stdout and "106,816 parameters" in r.stdout
     assert re.search(r"sp\.all_to_all\s+x16\s+[\d.]+ KiB", r.stdout), r.stdout
     assert re.search(r"sp\.halo\s+x1", r.stdout) and "sp-partition-sequence{sp=2 dp=1}" in r.stdout
+    # the plan: saved, recomputed, tiled (32 local tokens; head V=256 in 2 chunks, MLPs F=128 in 4)
+    assert re.search(r"remat\s+sac: the forward saves \d+ tensors, [\d.]+ KiB per rank for the backward; "
+                     r"it recomputes \d+ ops \([\d.]+ MFLOP\)", r.stdout), r.stdout
+    assert "LM head + loss in 2 chunks: [32, 256] never whole (lm_head)" in r.stdout
+    assert "2 MLPs in 4 chunks: [32, 128] never whole (model.layers.0.mlp, model.layers.1.mlp)" in r.stdout
 
 
 def test_verify_pass(art):
