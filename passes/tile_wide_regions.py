@@ -14,7 +14,8 @@ Regions, by dataflow (backward op locations are not reliable):
           (a contraction over the tokens: weight gradient mm(t(G), X), bias gradient sum)
 A connected component is one region: an MLP's forward and backward ops (the backward reads the
 forward's wide values), one region per layer. A region with an op that is not token-local (not
-elementwise, mm / addmm, a view, a 2-D transpose, a sum), which includes the LM head's log-softmax
+elementwise, mm / addmm, a view, a 2-D transpose, a sum, a split or cat along a feature dim with
+its tensor list: a fused gate/up projection), which includes the LM head's log-softmax
 and loss, a result of another layout, or an operand it cannot cut, is left as it is.
 
 Rewrite, N chunks of the S positions (`bounds`): the region's forward ops (those the loss depends
@@ -45,15 +46,18 @@ from .aten_call import meta_shapes
 from .layouts import PARTIAL, REP, Layout
 from .registry import PassError, func_attr
 from .sp_propagate_sequence import BINARY, RESHAPE, UNARY
-from .torch_ir import (aten, body_ops, const_int, is_tensor, location_module, location_str, op_name, shape,
-                       string_array, strings, with_shape)
+from .torch_ir import (aten, body_ops, const_int, const_value, is_tensor, is_tensor_list, location_module,
+                       location_str, op_name, shape, string_array, strings, with_shape)
 
 A = "torch.aten."
 LIST = "torch.prim.ListConstruct"
 _ELEMENTWISE = UNARY | BINARY
 _RESIZE = RESHAPE | {A + "expand"}           # ops whose size operand (operand 1) follows the result
 _TRANSPOSE = {A + "t", A + "transpose.int"}
-_TOKEN_LOCAL = _ELEMENTWISE | _RESIZE | _TRANSPOSE | {A + "mm", A + "addmm", A + "sum.dim_IntList"}
+_FEATURE_DIM = {A + "split.Tensor": 2, A + "cat": 1}   # ops along a dim (operand index): not the token dim
+_LISTS = {LIST, "torch.prim.ListUnpack"}               # the tensor lists of a split or a cat
+_TOKEN_LOCAL = (_ELEMENTWISE | _RESIZE | _TRANSPOSE | set(_FEATURE_DIM) | _LISTS
+                | {A + "mm", A + "addmm", A + "sum.dim_IntList"})
 _SUMMED = {A + "mm", A + "sum.dim_IntList"}  # ops whose partial result is the sum of their chunks'
 
 
@@ -193,6 +197,8 @@ class Builder:
 
     def check(self) -> None:
         for op in self.created:
+            if not op.name.startswith(A):
+                continue                      # lists: their tensors' producers and readers are checked
             got = meta_shapes(op)
             want = [shape(r) for r in op.results if is_tensor(r)]
             if got is not None and got[:len(want)] != want:
@@ -299,7 +305,7 @@ def find_regions(func, tok: Tokens) -> list[Region]:
     while stack:
         o = stack.pop()
         for r in o.results:
-            if tok.full(r) is None or tok.width(r) <= hidden:
+            if not is_tensor_list(r) and (tok.full(r) is None or tok.width(r) <= hidden):
                 continue
             for user, _ in uses(r):
                 edges.setdefault(o, []).append(user)
@@ -373,14 +379,21 @@ class RegionTiler(Builder):
             raise NoMatch("a transpose of more than two dims")
         for r in op.results:
             lay = tok.layout(r) if is_tensor(r) else None
-            if not (lay == PARTIAL and name in _SUMMED or tok.full(r) is not None):
+            if is_tensor_list(r):
+                if any(u not in self.members for u, _ in uses(r)):
+                    raise NoMatch("a tensor list read outside the region")
+            elif not (lay == PARTIAL and name in _SUMMED or tok.full(r) is not None):
                 raise NoMatch(f"{name} makes a {lay} value")
         res = op.results[0]
+        if name in _FEATURE_DIM:
+            self.check_feature_dim(op)
         for i, x in enumerate(op.operands):
             lay = tok.layout(x) if is_tensor(x) else None
             if x in self.values:
                 if lay == PARTIAL:
                     raise NoMatch("a region op reads a partial sum made in the region")
+            elif is_tensor_list(x):
+                raise NoMatch(f"{name} reads a tensor list made outside the region")
             elif not is_tensor(x) or tok.full(x) is not None:
                 continue
             elif lay != REP:
@@ -391,6 +404,16 @@ class RegionTiler(Builder):
                     raise NoMatch(f"{name} reads a replicated operand along the token dim")
             elif name == A + "addmm" and i == 0 and len(shape(x)) == 2 and shape(x)[0] != 1:
                 raise NoMatch("an addmm bias with token rows")
+
+    def check_feature_dim(self, op) -> None:
+        """A split or cat cuts or joins along a feature dim, never the token dim."""
+        tensor = op.operands[0] if op_name(op) == A + "split.Tensor" else op.results[0]
+        known, dim = const_value(op.operands[_FEATURE_DIM[op_name(op)]])
+        lay = self.tok.full(tensor)
+        if lay is None or not known:
+            raise NoMatch(f"{op_name(op)} of a value that is not token-full, or along an unknown dim")
+        if dim % len(shape(tensor)) == lay.dim:
+            raise NoMatch(f"{op_name(op)} along the token dim")
 
     def plan_hoist(self, phase: list) -> list:
         """The definitions the phase reads that come after its first op (and what they read), in order."""
@@ -437,8 +460,8 @@ class RegionTiler(Builder):
 
     def chunk_type(self, r: ir.Value, rows: int) -> ir.Type:
         lay = self.tok.layout(r)
-        if lay.kind != "seq":
-            return r.type                     # partial: the chunk's term of the sum
+        if not is_tensor(r) or lay.kind != "seq":
+            return r.type                     # a list (its tensors' types are the chunks'), or a partial term
         sh = shape(r)
         sh[lay.dim] = sh[lay.dim] // self.tok.per_seq * rows
         return with_shape(r.type, sh)

@@ -235,3 +235,65 @@ func.func @wide_value_returned(%wu: !torch.vtensor<[16,4],f32>, %wd: !torch.vten
   %loss = torch.aten.sum %y, %none {sp.layout = ["partial"]} : !torch.vtensor<[8,4],f32>, !torch.none -> !torch.vtensor<[],f32>
   return %loss, %a : !torch.vtensor<[],f32>, !torch.vtensor<[8,16],f32>
 }
+// -----
+// A fused gate/up projection (as Phi-3's): one [8, 32] product split into the two [8, 16] halves
+// along the features, and their gradients concatenated back. Split and cat along a feature dim are
+// token-local: each chunk splits and concatenates its own rows.
+// CHECK-LABEL: func.func @fused_gate_up(
+// CHECK:         %[[H0:[0-9]+]] = torch.aten.slice.Tensor %arg3, {{.*}} -> !torch.vtensor<[4,4],f32>
+// CHECK:         %[[GU0:[0-9]+]] = torch.aten.mm %[[H0]], {{.*}} -> !torch.vtensor<[4,32],f32>
+// CHECK:         %[[S0:[0-9]+]] = torch.aten.split.Tensor %[[GU0]], %int16, %int-1 {{.*}} -> !torch.list<vtensor>
+// CHECK:         %[[P0:[0-9]+]]:2 = torch.prim.ListUnpack %[[S0]] {{.*}} -> !torch.vtensor<[4,16],f32>, !torch.vtensor<[4,16],f32>
+// CHECK:         torch.aten.silu %[[P0]]#0
+// CHECK:         torch.aten.split.Tensor
+// CHECK:         torch.aten.cat
+// backward, chunk 0: the two halves' gradients concatenated along the features, [4, 32]
+// CHECK:         %[[L0:[0-9]+]] = torch.prim.ListConstruct %{{[0-9]+}}, %{{[0-9]+}} {{.*}} -> !torch.list<vtensor>
+// CHECK:         %[[D0:[0-9]+]] = torch.aten.cat %[[L0]], %int1 {{.*}} -> !torch.vtensor<[4,32],f32>
+// CHECK:         torch.aten.mm %{{[0-9]+}}, %[[H0B:[0-9]+]] {{.*}} -> !torch.vtensor<[32,4],f32>
+// CHECK:         torch.prim.ListConstruct
+// CHECK:         %[[D1:[0-9]+]] = torch.aten.cat {{.*}} -> !torch.vtensor<[4,32],f32>
+// CHECK:         torch.aten.addmm
+// CHECK:         return
+
+// WHOLE-LABEL: func.func @fused_gate_up(
+// WHOLE-NOT:     vtensor<[8,16]
+// WHOLE-NOT:     vtensor<[8,32]
+// WHOLE-NOT:     vtensor<[32,8]
+// WHOLE:         return
+
+#gu = loc("model.layers.0.mlp.gate_up_proj"("model.py":40:0))
+#act = loc("model.layers.0.mlp.activation_fn"("model.py":41:0))
+#down = loc("model.layers.0.mlp.down_proj"("model.py":42:0))
+module attributes {sp.mesh = {dp = 1 : i64, sp = 2 : i64}} {
+func.func @fused_gate_up(%wgu: !torch.vtensor<[32,4],f32>, %wd: !torch.vtensor<[4,16],f32>, %ids: !torch.vtensor<[1,16],si64>, %h: !torch.vtensor<[8,4],f32>, %dy: !torch.vtensor<[8,4],f32>) -> (!torch.vtensor<[],f32>, !torch.vtensor<[32,4],f32>, !torch.vtensor<[4,16],f32>, !torch.vtensor<[8,4],f32>) attributes {sp.args = ["param:gate_up_proj.weight", "param:down_proj.weight", "input:input_ids", "input:h", "input:dy"], sp.arg_layouts = ["rep", "rep", "seq<1>", "seq<0>", "seq<0>"], sp.results = ["loss", "grad:gate_up_proj.weight", "grad:down_proj.weight", "grad:h"], sp.seq_len = 16 : i64} {
+  %int1 = torch.constant.int 1
+  %int16 = torch.constant.int 16
+  %int-1 = torch.constant.int -1
+  %none = torch.constant.none
+  %wgut = torch.aten.t %wgu {sp.layout = ["rep"]} : !torch.vtensor<[32,4],f32> -> !torch.vtensor<[4,32],f32> loc(#gu)
+  %gu = torch.aten.mm %h, %wgut {sp.layout = ["seq<0>"]} : !torch.vtensor<[8,4],f32>, !torch.vtensor<[4,32],f32> -> !torch.vtensor<[8,32],f32> loc(#gu)
+  %parts = torch.aten.split.Tensor %gu, %int16, %int-1 {sp.layout = ["seq<0>"]} : !torch.vtensor<[8,32],f32>, !torch.int, !torch.int -> !torch.list<vtensor> loc(#gu)
+  %g, %u = torch.prim.ListUnpack %parts {sp.layout = ["seq<0>", "seq<0>"]} : !torch.list<vtensor> -> !torch.vtensor<[8,16],f32>, !torch.vtensor<[8,16],f32> loc(#gu)
+  %a = torch.aten.silu %g {sp.layout = ["seq<0>"]} : !torch.vtensor<[8,16],f32> -> !torch.vtensor<[8,16],f32> loc(#act)
+  %p = torch.aten.mul.Tensor %u, %a {sp.layout = ["seq<0>"]} : !torch.vtensor<[8,16],f32>, !torch.vtensor<[8,16],f32> -> !torch.vtensor<[8,16],f32> loc(#act)
+  %wdt = torch.aten.t %wd {sp.layout = ["rep"]} : !torch.vtensor<[4,16],f32> -> !torch.vtensor<[16,4],f32> loc(#down)
+  %y = torch.aten.mm %p, %wdt {sp.layout = ["seq<0>"]} : !torch.vtensor<[8,16],f32>, !torch.vtensor<[16,4],f32> -> !torch.vtensor<[8,4],f32> loc(#down)
+  %loss = torch.aten.sum %y, %none {sp.layout = ["partial"]} : !torch.vtensor<[8,4],f32>, !torch.none -> !torch.vtensor<[],f32>
+  %dyt = torch.aten.t %dy {sp.layout = ["seq<1>"]} : !torch.vtensor<[8,4],f32> -> !torch.vtensor<[4,8],f32> loc(#down)
+  %dwd = torch.aten.mm %dyt, %p {sp.layout = ["partial"]} : !torch.vtensor<[4,8],f32>, !torch.vtensor<[8,16],f32> -> !torch.vtensor<[4,16],f32> loc(#down)
+  %wdtt = torch.aten.t %wdt {sp.layout = ["rep"]} : !torch.vtensor<[16,4],f32> -> !torch.vtensor<[4,16],f32> loc(#down)
+  %dp = torch.aten.mm %dy, %wdtt {sp.layout = ["seq<0>"]} : !torch.vtensor<[8,4],f32>, !torch.vtensor<[4,16],f32> -> !torch.vtensor<[8,16],f32> loc(#down)
+  %du = torch.aten.mul.Tensor %dp, %a {sp.layout = ["seq<0>"]} : !torch.vtensor<[8,16],f32>, !torch.vtensor<[8,16],f32> -> !torch.vtensor<[8,16],f32> loc(#act)
+  %da = torch.aten.mul.Tensor %dp, %u {sp.layout = ["seq<0>"]} : !torch.vtensor<[8,16],f32>, !torch.vtensor<[8,16],f32> -> !torch.vtensor<[8,16],f32> loc(#act)
+  %sg = torch.aten.sigmoid %g {sp.layout = ["seq<0>"]} : !torch.vtensor<[8,16],f32> -> !torch.vtensor<[8,16],f32> loc(#act)
+  %dg = torch.aten.mul.Tensor %da, %sg {sp.layout = ["seq<0>"]} : !torch.vtensor<[8,16],f32>, !torch.vtensor<[8,16],f32> -> !torch.vtensor<[8,16],f32> loc(#act)
+  %dl = torch.prim.ListConstruct %dg, %du {sp.layout = ["seq<0>"]} : (!torch.vtensor<[8,16],f32>, !torch.vtensor<[8,16],f32>) -> !torch.list<vtensor> loc(#gu)
+  %dgu = torch.aten.cat %dl, %int1 {sp.layout = ["seq<0>"]} : !torch.list<vtensor>, !torch.int -> !torch.vtensor<[8,32],f32> loc(#gu)
+  %dgut = torch.aten.t %dgu {sp.layout = ["seq<1>"]} : !torch.vtensor<[8,32],f32> -> !torch.vtensor<[32,8],f32> loc(#gu)
+  %dwgu = torch.aten.mm %dgut, %h {sp.layout = ["partial"]} : !torch.vtensor<[32,8],f32>, !torch.vtensor<[8,4],f32> -> !torch.vtensor<[32,4],f32> loc(#gu)
+  %wgutt = torch.aten.t %wgut {sp.layout = ["rep"]} : !torch.vtensor<[4,32],f32> -> !torch.vtensor<[32,4],f32> loc(#gu)
+  %dh = torch.aten.mm %dgu, %wgutt {sp.layout = ["seq<0>"]} : !torch.vtensor<[8,32],f32>, !torch.vtensor<[32,4],f32> -> !torch.vtensor<[8,4],f32> loc(#gu)
+  return %loss, %dwgu, %dwd, %dh : !torch.vtensor<[],f32>, !torch.vtensor<[32,4],f32>, !torch.vtensor<[4,16],f32>, !torch.vtensor<[8,4],f32>
+}
+}

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from autosp.verify import verify
-from conftest import HF_CONFIGS, spec_for
+from conftest import spec_for
 
 TOL = 1e-5
 BATCH, SEQ, CHUNKS = 2, 64, 4
@@ -166,17 +166,19 @@ def test_uneven_chunks(compiled):
     _ok(verify(path, TINY, 2, steps=1))
 
 
-@pytest.mark.parametrize("model", ["llama", "qwen2", "gpt_neox"])
-def test_auto_chunks_hf(model, hf_dir, compiled):
+@pytest.mark.parametrize("model,wide", [("llama", 64), ("qwen2", 64), ("gpt_neox", 64), ("phi3", 128)])
+def test_auto_chunks_hf(model, wide, hf_dir, compiled):
     """tile="auto": the pass's rules. Head: the smallest N with a [T/N, V] fp32 tile <= 2 x [T, D]:
-    V = 96, D = 32 -> N = 2. MLP: the smallest N with a [T/N, F] chunk <= 2 x [T, D]: F = 64 -> N = 4,
-    chunks of 2 of the 8 local positions of each of the 2 sequences. Qwen2 ties the head to the
-    embedding; GPT-NeoX's MLP is GELU with biases (their gradients are summed chunk by chunk)."""
+    V = 96, D = 32 -> N = 2. MLP: the smallest N with a [T/N, F] chunk <= 2 x [T, D], F its widest
+    value: F = 64 -> N = 4, chunks of 2 of the 8 local positions of each of the 2 sequences (Phi-3's
+    fused gate/up product, F = 128, split in two: N = 8, clamped to 8 positions). Qwen2 ties the head
+    to the embedding; GPT-NeoX's MLP is GELU with biases (their gradients are summed chunk by chunk)."""
     spec = spec_for(model, hf_dir)
     path = compiled(spec, 2, tile="auto", seq=16)
     assert "sp-tile-sequence" in json.load(open(os.path.join(path, "manifest.json")))["stages"]
     assert _log_softmax_shapes(path)["forward"] == [[8, 96], [8, 96]]
-    assert _mlp_rows(path, HF_CONFIGS[model]["intermediate_size"]) == {"forward": 4, "backward": 4}
+    rows = 16 // min(math.ceil(2 * wide / 32), 8)
+    assert _mlp_rows(path, wide) == {"forward": rows, "backward": rows}
     _ok(verify(path, spec, 2, steps=2))
 
 
