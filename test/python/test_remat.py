@@ -64,7 +64,7 @@ def test_policies_trade_memory_for_recompute(compile_to):
     assert ops["sac"].count("aten.mm.default") > ops["none"].count("aten.mm.default")
 
 
-@pytest.mark.parametrize("sp", [1, 2])
+@pytest.mark.parametrize("sp", [1, 2, 4])
 def test_auto_per_value_plan_matches_eager(sp, tmp_path):
     """remat="auto" between none and sac: a per-value plan (sac plus some values kept), still exact."""
     model = load_model("builtin:tiny-llama", empty=True)
