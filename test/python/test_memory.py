@@ -37,9 +37,10 @@ def test_prediction_within_10_percent(remat, seq, compile_to):
     assert abs(predicted - measured) <= 0.10 * measured, (predicted, measured)
 
 
-def test_prediction_on_two_ranks(compile_to):
+@pytest.mark.parametrize("remat", ["none", "sac", "full"])
+def test_prediction_on_two_ranks(remat, compile_to):
     from autosp.launch import spawn
-    path = compile_to("builtin:tiny-llama", 2, seq=512, remat="sac")
+    path = compile_to("builtin:tiny-llama", 2, seq=512, remat=remat)
     measured = spawn(2, _measure, path)
     for m in measured:
         assert abs(_predicted(path) - m) <= 0.10 * m, (_predicted(path), measured)
