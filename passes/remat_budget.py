@@ -31,8 +31,10 @@ from dataclasses import dataclass
 
 from torch_mlir import ir
 
+from autosp.inspect_artifact import human
+
 from .registry import PassError
-from .sp_plan_memory import VIEWS, nbytes
+from .sp_plan_memory import PARTS, VIEWS, breakdown, nbytes
 from .torch_ir import is_tensor, op_name, shape
 
 PEAK_FLOPS = 1.0e15         # dense half precision of one current accelerator; only ratios matter
@@ -210,10 +212,8 @@ def choose(make_split: Callable, measure: Callable[[object], dict], budget: int,
     if not fits:
         best = min(tried, key=lambda t: t.peak)
         m = best.memory
-        parts = ("parameters", "gradients", "inputs", "saved", "transient", "comm")
-        top = max(parts, key=lambda k: m.get(k, 0))
-        from autosp.inspect_artifact import human
+        top = max(PARTS, key=lambda k: m.get(k, 0))
         raise PassError(f"no remat plan fits the budget {human(budget)}: the smallest predicted peak is "
                         f"{human(best.peak)} per rank (policy {best.name}), dominated by {top} ({human(m[top])}); "
-                        + ", ".join(f"{k} {human(m.get(k, 0))}" for k in parts), location)
+                        + breakdown(m), location)
     return min(fits, key=lambda t: (seconds(t.recompute), t.peak)), tried

@@ -199,6 +199,14 @@ def parse_bytes(text: str) -> int:
     return int(float(num) * units[unit])
 
 
+PARTS = ("parameters", "gradients", "inputs", "saved", "transient", "comm")
+
+
+def breakdown(plan: dict) -> str:
+    """The peak's parts, as the budget errors print them."""
+    return ", ".join(f"{k} {human(plan.get(k, 0))}" for k in PARTS)
+
+
 @register("sp-plan-memory", "lifetimes and the predicted per-rank peak of one step (sp.memory)")
 def plan_memory(module_op, budget: str = "") -> None:
     plan = predict(module_op)
@@ -208,7 +216,5 @@ def plan_memory(module_op, budget: str = "") -> None:
     if budget:
         limit = parse_bytes(budget)
         if plan["predicted_peak_bytes"] > limit:
-            parts = ", ".join(f"{k} {human(plan[k])}" for k in
-                              ("parameters", "gradients", "inputs", "saved", "transient", "comm"))
             raise PassError(f"predicted peak {human(plan['predicted_peak_bytes'])} per rank exceeds the "
-                            f"budget {human(limit)} ({parts})", module_op.location)
+                            f"budget {human(limit)} ({breakdown(plan)})", module_op.location)
