@@ -51,9 +51,8 @@ from torch_mlir import ir
 
 from .aten_call import ELEMENT_TYPES
 from .registry import PassError, register
-from .tile_wide_regions import A, Builder, NoMatch, bounds, erase_all, record, tile_wide_regions
-from .tile_wide_regions import owner as _owner
-from .tile_wide_regions import uses as _uses
+from .tile_wide_regions import tile_wide_regions
+from .tiling import A, Builder, NoMatch, bounds, erase_all, hoist_plan, owner, record, uses
 from .torch_ir import body_ops, const_value, dtype_str, func_of, funcs_of, is_tensor, op_name, shape, with_shape
 
 _VIEWS = {A + "view", A + "_unsafe_view", A + "reshape"}
@@ -134,7 +133,7 @@ def match(nll) -> Chain:
     logp, target = nll.operands[0], nll.operands[1]
     if _const(nll.operands[3]) not in (1, 2):
         raise NoMatch("the loss is not reduced (reduction none)")
-    lsm = _owner(logp)
+    lsm = owner(logp)
     if lsm is None or op_name(lsm) != A + "_log_softmax":
         raise NoMatch("the loss does not read a _log_softmax")
     if len(shape(logp)) != 2 or _const(lsm.operands[1]) not in (1, -1) or _const(lsm.operands[2]):
@@ -145,9 +144,9 @@ def match(nll) -> Chain:
     # forward: log-softmax input <- row-preserving views <- mm(h, wt)
     x, fwd_views = lsm.operands[0], []
     while True:
-        if len(_uses(x)) != 1:
+        if len(uses(x)) != 1:
             raise NoMatch("the logits have another reader")
-        o = _owner(x)
+        o = owner(x)
         if o is None:
             raise NoMatch("the logits are a function argument")
         if op_name(o) == A + "mm":
@@ -161,7 +160,7 @@ def match(nll) -> Chain:
         raise NoMatch("the head matmul is not [tokens, hidden] x [hidden, vocab]")
     chain = Chain(mm, fwd_views[::-1], lsm, nll)
     # readers of the log-probabilities: the loss, and its gradient
-    for user, i in _uses(logp):
+    for user, i in uses(logp):
         name = op_name(user)
         if user == nll:
             continue
@@ -174,7 +173,7 @@ def match(nll) -> Chain:
     if chain.bwd is None and chain.lsb is None:
         return chain
     bwd, lsb = chain.bwd, chain.lsb
-    if bwd is None or lsb is None or lsb.operands[0] != bwd.results[0] or len(_uses(bwd.results[0])) != 1:
+    if bwd is None or lsb is None or lsb.operands[0] != bwd.results[0] or len(uses(bwd.results[0])) != 1:
         raise NoMatch("the loss gradient is not nll_loss_backward -> _log_softmax_backward_data")
     if _const(bwd.operands[4]) not in (1, 2) or len(shape(bwd.operands[0])) != 0:
         raise NoMatch("the loss gradient is not of a reduced loss")
@@ -182,7 +181,7 @@ def match(nll) -> Chain:
         raise NoMatch("the loss gradient is not per token row")
 
     def consumers(g: ir.Value) -> None:
-        for user, i in _uses(g):
+        for user, i in uses(g):
             if _row_view(user):
                 chain.g_views.append(user)
                 consumers(user.results[0])
@@ -193,9 +192,9 @@ def match(nll) -> Chain:
             elif op_name(user) == A + "mm" and i == 1 and user.operands[0] != g:
                 chain.left.append(user)
             elif _transpose_2d(user) and i == 0:
-                if not _uses(user.results[0]):
+                if not uses(user.results[0]):
                     chain.g_views.append(user)    # dead: erased with the chain
-                for mm_user, j in _uses(user.results[0]):
+                for mm_user, j in uses(user.results[0]):
                     if op_name(mm_user) != A + "mm" or j != 0 or shape(mm_user.operands[1])[0] != t:
                         raise NoMatch(f"the transposed logits gradient is read by {op_name(mm_user)}")
                     chain.tleft.append((user, mm_user))
@@ -319,24 +318,9 @@ class Tiler(Builder):
         for o in consumers[1:]:
             if o.is_before_in_block(point):
                 point = o
-        chain_ops = set(self.c.ops())
-        seen: set = set()
-
-        def visit(v: ir.Value) -> None:
-            o = _owner(v)
-            if o is None or o in seen or o.is_before_in_block(point):
-                return
-            if o in chain_ops or o == point:
-                raise NoMatch("a gradient consumer reads a value computed from the chain")
-            seen.add(o)
-            for x in o.operands:
-                visit(x)
-            self.moves.append(o)
-
-        for op in consumers:
-            for v in op.operands:
-                if not self._in_chain(v):
-                    visit(v)
+        reads = [v for op in consumers for v in op.operands if not self._in_chain(v)]
+        self.moves = hoist_plan(point, reads, set(self.c.ops()) | {point},
+                                "a gradient consumer reads a value computed from the chain")
         self.first = point
 
     def _in_chain(self, v: ir.Value) -> bool:

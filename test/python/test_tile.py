@@ -183,7 +183,7 @@ def test_auto_chunks_hf(model, wide, hf_dir, compiled):
 
 
 def test_chunk_rule_and_bounds():
-    from autosp.passes.sp_tile_sequence import bounds
+    from autosp.passes.tiling import bounds
     assert bounds(8, 4) == [(0, 2), (2, 4), (4, 6), (6, 8)]
     assert bounds(8, 3) == [(0, 3), (3, 6), (6, 8)]
     assert bounds(5, 5) == [(i, i + 1) for i in range(5)]
