@@ -188,7 +188,7 @@ def choose(make_split: Callable, measure: Callable[[object], dict], budget: int,
     """(the chosen plan, every plan simulated). make_split(policy, extra=()) builds a Split;
     measure(split) is sp-plan-memory's prediction for it."""
     def trial(name: str, split) -> Trial:
-        return Trial(name, split, measure(split), recompute_cost(split.plan()[2]))
+        return Trial(name, split, measure(split), split.recompute_cost)
 
     none = trial("none", make_split("none"))
     if none.peak <= budget:

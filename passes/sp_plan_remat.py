@@ -17,6 +17,7 @@ rebuilt only when that layer's gradients run (and die after them), not all at on
 """
 from __future__ import annotations
 
+import functools
 import re
 
 from torch_mlir import ir
@@ -114,6 +115,7 @@ class Split:
         """The values the backward ops and the returned gradients read."""
         return [x for op in self.backward() for x in op.operation.operands] + list(self.ret.operation.operands[1:])
 
+    @functools.cached_property
     def plan(self) -> tuple[list, list, set, list[ir.Value]]:
         """(forward ops, backward ops, recomputed ops, saved values), ops in program order."""
         recompute: set = set()
@@ -135,6 +137,11 @@ class Split:
         fwd = [o for o in self.ops if o.operation in self.forward]
         order = {o.operation: i for i, o in enumerate(self.ops)}
         return fwd, self.backward(), recompute, sorted(saved, key=lambda v: order[_owner(v)])
+
+    @functools.cached_property
+    def recompute_cost(self) -> tuple[int, int]:
+        """(FLOPs, bytes) of what the backward recomputes (remat_budget's model)."""
+        return remat_budget.recompute_cost(self.plan[2])
 
 
 def _clone_into(ops: list, mapping: dict, block_end, lazy: set = frozenset()):
@@ -172,7 +179,7 @@ def _new_func(name: str, arg_types: list, result_types: list, ip: ir.InsertionPo
 
 def emit(module_op, func, split: Split) -> tuple:
     """@forward and @backward of this split, beside the joint step (which is left as it is)."""
-    fwd_ops, bwd_ops, recompute, saved = split.plan()
+    fwd_ops, bwd_ops, recompute, saved = split.plan
     block = func.regions[0].blocks[0]
     args = list(block.arguments)
     arg_types = [a.type for a in args]
@@ -191,7 +198,7 @@ def emit(module_op, func, split: Split) -> tuple:
         for k, v in copied.items():
             f.attributes[k] = v
     fwd.attributes["sp.remat"] = ir.StringAttr.get(split.policy)
-    flops, moved = remat_budget.recompute_cost(recompute)
+    flops, moved = split.recompute_cost
     i64 = ir.IntegerType.get_signless(64)
     bwd.attributes["sp.recomputed"] = ir.DictAttr.get({      # for plan.json and `autospc inspect`
         "ops": ir.IntegerAttr.get(i64, len(recompute)), "flops": ir.IntegerAttr.get(i64, flops),

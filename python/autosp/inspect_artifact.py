@@ -97,16 +97,16 @@ def human(n: float) -> str:
 
 
 def report(art: Artifact) -> str:
-    man, prog = art.manifest, art.program
+    man, prog, info = art.manifest, art.program, plan(art)
     lines = [f"artifact     {art.path}",
              f"model        {man.get('model')}   ({man['parameters']:,} parameters)",
              f"mesh         sp={prog['mesh']['sp']} x dp={prog['mesh']['dp']}   "
              f"step input [{man['batch']}, {man['seq_len']}] tokens",
              f"format       v{man['format_version']}  {man.get('compiler')}  targets: {', '.join(man.get('targets', []))}",
              "stages       " + " -> ".join(["capture", "import"] + man.get("stages", []) + ["lower"]),
-             f"remat        {_remat(plan(art), man.get('remat'))}: the forward saves {_saved(prog)} for the backward"
-             + _recomputed(plan(art)),
-             *_tiled(plan(art)),
+             f"remat        {_remat(info, man.get('remat'))}: the forward saves {_saved(prog)} for the backward"
+             + _recomputed(info),
+             *_tiled(info),
              "program      " + ", ".join(f"{name} {len(p['instructions'])} instructions"
                                          for name, p in prog["programs"].items())]
     comm = communication(prog)
@@ -118,7 +118,7 @@ def report(art: Artifact) -> str:
             total += c["bytes"]
             lines.append(f"  {kind:18s} x{c['count']:<5d} {human(c['bytes']):>12s}")
     lines.append(f"  {'total':18s} {'':6s} {human(total):>12s}")
-    mem = plan(art).get("memory")
+    mem = info.get("memory")
     if mem:
         lines.append(f"memory       predicted peak {human(mem['predicted_peak_bytes'])} per rank: " + ", ".join(
             f"{k} {human(mem[k])}" for k in BREAKDOWN))
