@@ -25,6 +25,7 @@ from torch_mlir.dialects import func as func_d
 
 from . import remat_budget
 from .registry import PassError, func_attr, register
+from .sp_plan_memory import parse_bytes, predict_funcs
 from .torch_ir import body_ops, func_of, is_tensor, location_module, op_name, shape, string_array, strings
 
 POLICIES = ("none", "full", "sac", "auto")
@@ -221,7 +222,6 @@ def emit(module_op, func, split: Split) -> tuple:
 
 def _auto(module_op, func, budget: str) -> Split:
     """The budget planner's split; the plans it simulated go on the module as `sp.remat_auto`."""
-    from .sp_plan_memory import parse_bytes, predict_funcs
     if not budget:
         raise PassError("policy=auto needs budget=BYTES (e.g. budget=12GiB)", func.location)
     try:

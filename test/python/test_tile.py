@@ -54,17 +54,21 @@ def _head(path: str) -> tuple[int, int]:
     return v, d
 
 
-def _vocab_rows(path: str) -> list[tuple[str, int, list[int]]]:
+def _rows(path: str, width: int) -> list[tuple[str, int, list[int]]]:
     """(program, rows, shape) of every tensor an instruction produces or a program receives that has a
-    vocab dim, except the weight-shaped [V, D] / [D, V] ones; rows = elements / V."""
-    v, d = _head(path)
+    dim of `width`, except the weight-shaped [width, D] / [D, width] ones; rows = elements / width."""
+    _, d = _head(path)
     out = []
     for name, prog in _programs(path).items():
         shapes = [a["shape"] for a in prog["args"]] + [s for i in prog["instructions"] for s in i["shapes"]]
         for s in shapes:
-            if s is not None and v in s and sorted(s) != sorted([v, d]):
-                out.append((name, math.prod(s) // v, s))
+            if s is not None and width in s and sorted(s) != sorted([width, d]):
+                out.append((name, math.prod(s) // width, s))
     return out
+
+
+def _vocab_rows(path: str) -> list[tuple[str, int, list[int]]]:
+    return _rows(path, _head(path)[0])
 
 
 def _log_softmax_shapes(path: str) -> dict[str, list[list[int]]]:
@@ -73,15 +77,9 @@ def _log_softmax_shapes(path: str) -> dict[str, list[list[int]]]:
 
 
 def _mlp_rows(path: str, f: int) -> dict[str, int]:
-    """Per program, the most token rows (elements / F) of a tensor with an intermediate-size dim F,
-    except the [F, D] / [D, F] weights and their gradients."""
-    _, d = _head(path)
-    out = {}
-    for name, prog in _programs(path).items():
-        shapes = [a["shape"] for a in prog["args"]] + [s for i in prog["instructions"] for s in i["shapes"]]
-        rows = [math.prod(s) // f for s in shapes if s is not None and f in s and sorted(s) != sorted([f, d])]
-        out[name] = max(rows, default=0)
-    return out
+    """Per program, the most token rows of a tensor with an intermediate-size dim F (weights aside)."""
+    rows = _rows(path, f)
+    return {name: max((r for n, r, _ in rows if n == name), default=0) for name in _programs(path)}
 
 
 @pytest.mark.parametrize("sp", [1, 2])
