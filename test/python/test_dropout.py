@@ -18,6 +18,7 @@ from conftest import HF_CONFIGS
 
 SPEC = "py:models:dropout_model"
 SEED = 1234
+TOL = 1e-5
 
 
 def _train(paths: list[str], spec: str, steps: int = 2) -> list[dict]:
@@ -51,6 +52,7 @@ def _run(path: str, spec: str, steps: int, masks: list[torch.Tensor]) -> dict:
         loss = m(ids, labels)
         loss.backward()
         run["loss"].append(loss.detach())
+        run.setdefault("params", []).append({n: p.detach().clone() for n, p in m.named_parameters()})
         run["grads"].append({n: p.grad.clone() for n, p in m.named_parameters()})
         if step == 0:
             run["masks"] = list(masks)
@@ -85,20 +87,25 @@ def test_sp1_none_sac_identical_and_matches_eager(compile_to):
     none, sac = _train([compile_to(SPEC, 1, remat="none"), compile_to(SPEC, 1, remat="sac")], SPEC)
     assert not _differences(none, sac)
     assert len(none["masks"]) == 5 and 0.05 < _drop_rate(none["masks"]) < 0.15
-    # eager with the same seed draws the same masks in the same order (bit-identical at p = 0.1; the
-    # tolerance allows the other rounding of 1/(1-p) in eager's CPU dropout)
+    # eager with the same seed draws the same masks in the same order. It runs each step at the compiled
+    # run's parameters (Adam's normalized first step turns rounding in near-zero gradients into
+    # parameter differences of order lr), and agrees to fp32 reduction order, not bits: the compiled
+    # step sums in other groupings (tiled MLP and LM head) and the blocking of both follows the thread
+    # count, hence the suite's 1e-5 (see test_numerics), far below what another mask would move
     model = load_model(SPEC)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    params = dict(model.named_parameters())
     torch.manual_seed(SEED)
     for step in range(2):
+        with torch.no_grad():
+            for name, p in params.items():
+                p.copy_(none["params"][step][name])
         model.zero_grad()
         loss = model(*batch_for(64, [2, 16], seed=step))
         loss.backward()
-        assert abs(loss.item() - none["loss"][step].item()) <= 1e-6 * abs(loss.item()), step
-        for name, p in model.named_parameters():
+        assert abs(loss.item() - none["loss"][step].item()) <= TOL * abs(loss.item()), step
+        for name, p in params.items():
             err = (p.grad - none["grads"][step][name]).abs().max() / p.grad.abs().max()
-            assert err <= 1e-6, (step, name, err.item())
-        opt.step()
+            assert err <= TOL, (step, name, err.item())
 
 
 def test_sp2_none_sac_identical_and_masks_per_shard(compile_to):
