@@ -81,6 +81,8 @@ import tempfile
 import threading
 import time
 
+from autosp.units import parse_bytes
+
 GOAL_SAC_SEQ = 2.5
 GOAL_SAC_TIME = 1.15
 AUTO_VS_FULL_TOL = 1.05
@@ -93,17 +95,6 @@ QUICK_MODEL = {"hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads"
                "intermediate_size": 344, "vocab_size": 1024}
 FULL_BUDGET = "160MiB"
 QUICK_BUDGET = "40MiB"
-
-
-def parse_bytes(text: str | int) -> int:
-    if isinstance(text, int):
-        return text
-    t = text.strip()
-    units = {"kib": 2 ** 10, "mib": 2 ** 20, "gib": 2 ** 30, "kb": 10 ** 3, "mb": 10 ** 6, "gb": 10 ** 9, "b": 1}
-    for u, f in units.items():
-        if t.lower().endswith(u):
-            return int(float(t[: -len(u)]) * f)
-    return int(t)
 
 
 def mib(n: float | None) -> str:

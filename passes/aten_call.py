@@ -10,7 +10,8 @@ import torch
 from torch_mlir import ir
 
 from autosp.runtime.artifact import resolve
-from .torch_ir import const_value, is_tensor, op_name, shape
+from .ops import LIST
+from .torch_ir import const_value, dtype_str, is_tensor, op_name, shape
 
 # torch ScalarType codes as torch-mlir prints them
 SCALAR_TYPES = {0: torch.uint8, 1: torch.int8, 2: torch.int16, 3: torch.int32, 4: torch.int64,
@@ -67,13 +68,12 @@ def decode_value(v: ir.Value, leaf: Callable[[ir.Value], Any], kind: str = "plai
     if ok:
         return convert(kind, val)
     owner = v.owner
-    if isinstance(owner, (ir.Operation, ir.OpView)) and owner.operation.name == "torch.prim.ListConstruct":
+    if isinstance(owner, (ir.Operation, ir.OpView)) and owner.operation.name == LIST:
         return [decode_value(x, leaf) for x in owner.operation.operands]
     return leaf(v)
 
 
 def meta_tensor(v: ir.Value) -> torch.Tensor:
-    from .torch_ir import dtype_str
     return torch.empty(shape(v), dtype=ELEMENT_TYPES[dtype_str(v.type)], device="meta")
 
 

@@ -21,11 +21,11 @@ from torch_mlir import ir
 
 from autosp.runtime.artifact import ALLOWED_ATEN, DTYPE_NAMES, FORMAT_VERSION
 from .aten_call import ELEMENT_TYPES, decode, overload_name
+from .ops import CONSTANT, IDENTITY, LIST, UNPACK
 from .registry import PassError, func_attr
 from .torch_ir import body_ops, dtype_str, funcs_of, location_str, op_name, strings
 
-_SKIP = ("torch.constant.", "torch.prim.ListConstruct")
-_IDENTITY = {"torch.aten.detach", "torch.aten.alias", "torch.aten.clone", "torch.aten.lift_fresh_copy"}
+_SKIP = (CONSTANT, LIST)   # operands of the instructions that read them
 
 
 def _encode(val: Any) -> Any:
@@ -111,7 +111,7 @@ def lower_function(func) -> dict:
         if name == "func.return":
             outputs = [reg[v] for v in op.operation.operands]
             continue
-        if name in _IDENTITY:   # values are immutable: a copy or detach is the same register
+        if name in IDENTITY:   # values are immutable: a copy or detach is the same register
             reg[op.operation.results[0]] = reg[op.operation.operands[0]]
             continue
         inst: dict[str, Any] = {"loc": loc}
@@ -121,7 +121,7 @@ def lower_function(func) -> dict:
             attrs = op.operation.attributes
             inst["attrs"] = {k: _attr(attrs[k]) for k in (attrs[i].name for i in range(len(attrs)))
                              if not k.startswith("sp.")}
-        elif name == "torch.prim.ListUnpack":
+        elif name == UNPACK:
             inst["op"], inst["args"] = "prim.unpack", [leaf(op.operation.operands[0])]
         else:
             qualified = overload_name(name)

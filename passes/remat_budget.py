@@ -31,10 +31,11 @@ from dataclasses import dataclass
 
 from torch_mlir import ir
 
-from autosp.inspect_artifact import human
+from autosp.units import human
 
 from .registry import PassError
-from .sp_plan_memory import PARTS, VIEWS, breakdown, nbytes
+from .ops import VIEWS
+from .sp_plan_memory import PARTS, breakdown, nbytes
 from .torch_ir import is_tensor, op_name, shape
 
 PEAK_FLOPS = 1.0e15         # dense half precision of one current accelerator; only ratios matter

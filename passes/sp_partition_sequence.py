@@ -18,11 +18,11 @@ from autosp.dialects.sp import AllGatherOp, AllReduceOp, AllToAllOp, AttentionGr
 from .aten_call import meta_shapes
 from .layouts import REP, Layout, local_shape
 from .registry import PassError, func_attr, register
-from .sp_propagate_sequence import IDENTITY, INT64_MAX, RESHAPE, SKIP
+from .ops import A, COLLECTIVES, IDENTITY, NO_EFFECT, RESHAPE, SHARD_SLICE
+from .sp_propagate_sequence import INT64_MAX
 from .torch_ir import (I64, aten, body_ops, const_bool, const_float, const_int, const_none, const_value, func_of,
                        int_list_value, is_tensor, op_name, shape, strings, with_shape)
 
-A = "torch.aten."
 
 
 def _i64(v: int) -> ir.IntegerAttr:
@@ -115,7 +115,7 @@ class Partitioner:
     def visit(self, op) -> None:
         name = op_name(op)
         attrs = op.operation.attributes
-        if name in SKIP:
+        if name in NO_EFFECT:
             op.operation.erase()
             return
         if name == "func.return":
@@ -308,7 +308,7 @@ class Partitioner:
 
 
 # identities on one rank (sp.halo is not: it still shifts in the fill value)
-_FOLDABLE = {"sp.all_to_all", "sp.all_reduce", "sp.all_gather", "sp.reduce_scatter", "sp.shard_slice"}
+_FOLDABLE = COLLECTIVES | {SHARD_SLICE}
 
 
 def _is_identity(v: ir.Value) -> bool:

@@ -19,21 +19,13 @@ import math
 
 from torch_mlir import ir
 
-from autosp.inspect_artifact import human
+from autosp.units import human, parse_bytes
 
 from .aten_call import ELEMENT_TYPES
 from .registry import PassError, func_attr, register
+from .ops import A, COLLECTIVE_STAGING, CONSTANT, LIST, STRIDED, VIEWS
 from .torch_ir import body_ops, dtype_str, funcs_of, is_tensor, op_name, shape, strings
 
-A = "torch.aten."
-# results alias their first operand's storage
-VIEWS = {A + n for n in ("view", "_unsafe_view", "reshape", "transpose.int", "permute", "t", "unsqueeze",
-                         "squeeze.dim", "squeeze", "expand", "slice.Tensor", "select.int", "alias", "detach",
-                         "clone", "lift_fresh_copy", "split.Tensor", "split_with_sizes", "unbind.int")} | \
-    {"torch.prim.ListUnpack"}
-# a view of these is not contiguous, so a later reshape copies
-_STRIDED = {A + n for n in ("transpose.int", "permute", "t", "expand", "slice.Tensor", "select.int")}
-_COLLECTIVE_STAGING = {"sp.all_to_all": 2, "sp.all_gather": 1, "sp.reduce_scatter": 2}  # x output bytes
 
 
 def _reads(op) -> list[ir.Value]:
@@ -42,7 +34,7 @@ def _reads(op) -> list[ir.Value]:
     out = []
     for x in op.operation.operands:
         owner = x.owner if isinstance(x, ir.OpResult) else None
-        if owner is not None and op_name(owner) == "torch.prim.ListConstruct":
+        if owner is not None and op_name(owner) == LIST:
             out.extend(owner.operands)
         else:
             out.append(x)
@@ -61,8 +53,8 @@ class Simulation:
     def __init__(self, func, owned: dict[int, tuple[int, int]] | None = None):
         self.func = func
         self.owned = owned or {}
-        self.ops = [o for o in body_ops(func) if not op_name(o).startswith("torch.constant.")
-                    and op_name(o) != "torch.prim.ListConstruct"]
+        self.ops = [o for o in body_ops(func) if not op_name(o).startswith(CONSTANT)
+                    and op_name(o) != LIST]
 
     def run(self) -> tuple[int, dict[str, int], list[int], list[tuple[int, int]]]:
         """(peak working-set bytes; at that peak, the bytes of comm staging, of owned arguments
@@ -111,7 +103,7 @@ class Simulation:
             if name == "func.return":
                 break
             x = list(op.operation.operands)
-            staging = _COLLECTIVE_STAGING.get(name, 0) * sum(nbytes(r) for r in op.operation.results)
+            staging = COLLECTIVE_STAGING.get(name, 0) * sum(nbytes(r) for r in op.operation.results)
             for r in op.operation.results:
                 if name in VIEWS and x and x[0] in storage and not (name in (A + "view", A + "_unsafe_view",
                                                                              A + "reshape") and x[0] in strided):
@@ -121,7 +113,7 @@ class Simulation:
                     size[sid], born[sid] = nbytes(r) if is_tensor(r) else 0, 4 * i
                     live += size[sid]
                 storage[r] = sid
-                if name in _STRIDED or (name in VIEWS and x and x[0] in strided and name not in
+                if name in STRIDED or (name in VIEWS and x and x[0] in strided and name not in
                                         (A + "view", A + "_unsafe_view", A + "reshape", A + "clone")):
                     strided.add(r)
                 members[sid] = members.get(sid, 0) + 1
@@ -185,18 +177,6 @@ def predict_funcs(fwd, bwd) -> dict[str, int]:
     return {"predicted_peak_bytes": peak, "parameters": params, "inputs": inputs, **at_peak,
             "saved_bytes": saved, "gradient_bytes": grads, "forward_peak_bytes": f_peak, "backward_peak_bytes": b_peak,
             "forward_timeline": f_line, "backward_timeline": b_line}
-
-
-def parse_bytes(text: str) -> int:
-    """'12GiB', '500MB', '1e9' -> bytes."""
-    units = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-             "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
-    t = text.strip().lower().replace(" ", "")
-    num = t.rstrip("abcdefghijklmnopqrstuvwxyz")
-    unit = t[len(num):]
-    if unit not in units or not num:
-        raise ValueError(f"cannot read {text!r} as a size (e.g. 12GiB, 500MB, 1e9)")
-    return int(float(num) * units[unit])
 
 
 PARTS = ("parameters", "gradients", "inputs", "saved", "transient", "comm")

@@ -23,17 +23,16 @@ import re
 from torch_mlir import ir
 from torch_mlir.dialects import func as func_d
 
+from autosp.units import parse_bytes
+
 from . import remat_budget
 from .registry import PassError, func_attr, register
-from .sp_plan_memory import parse_bytes, predict_funcs
+from .ops import COLLECTIVES, CONSTANT, HALO, LIST, RANDOM
+from .sp_plan_memory import predict_funcs
 from .torch_ir import body_ops, func_of, is_tensor, location_module, op_name, shape, string_array, strings
 
 POLICIES = ("none", "full", "sac", "auto")
-_CONSTANT = ("torch.constant.",)
-_NEVER_RECOMPUTE = {"sp.all_to_all", "sp.all_reduce", "sp.all_gather", "sp.reduce_scatter", "sp.halo",
-                    # recomputing would draw new randomness; saved, the backward sees the forward's
-                    # draws (the dropout mask is bool: 1 byte per element)
-                    "torch.aten.native_dropout"}
+_NEVER_RECOMPUTE = COLLECTIVES | {HALO} | RANDOM
 _LAYER = re.compile(r"^(.*?\.\d+)(?:\.|$)")
 
 
@@ -54,9 +53,9 @@ def _is_scalar(v: ir.Value) -> bool:
 
 def _is_constant(op) -> bool:
     name = op.name
-    if name.startswith(_CONSTANT):
+    if name.startswith(CONSTANT):
         return True
-    return name == "torch.prim.ListConstruct" and all(
+    return name == LIST and all(
         _owner(x) is not None and _is_constant(_owner(x)) for x in op.operands)
 
 

@@ -12,31 +12,11 @@ from torch_mlir import ir
 
 from .layouts import PARTIAL, REP, Layout, reshape_seq, seq
 from .registry import PassError, func_attr, register
+from .ops import (A, BINARY, CONSTANT, FACTORY, IDENTITY, LIST, NO_EFFECT, PARTIAL_UNARY, RANDOM, UNARY,
+                  UNPACK)
 from .torch_ir import (body_ops, const_value, func_of, int_list, is_tensor, is_tensor_list, op_name, shape,
                        string_array, strings)
 
-A = "torch.aten."
-UNARY = {A + n for n in (
-    "neg", "rsqrt", "sqrt", "exp", "log", "cos", "sin", "tanh", "sigmoid", "silu", "gelu", "relu", "abs",
-    "reciprocal", "erf", "clone", "detach", "alias", "lift_fresh_copy", "_to_copy", "to.dtype",
-    "fill.Scalar", "empty_like", "ones_like", "zeros_like", "full_like", "add.Scalar", "sub.Scalar",
-    "rsub.Scalar", "mul.Scalar", "div.Scalar", "pow.Tensor_Scalar", "ne.Scalar", "eq.Scalar", "gt.Scalar",
-    "lt.Scalar", "ge.Scalar", "le.Scalar", "logical_not", "bitwise_not", "clamp", "masked_fill.Scalar",
-    "leaky_relu", "softplus", "square")} | {"torch.prims.convert_element_type"}
-BINARY = {A + n for n in (
-    "add.Tensor", "sub.Tensor", "mul.Tensor", "div.Tensor", "pow.Tensor_Tensor", "maximum", "minimum",
-    "where.self", "silu_backward", "gelu_backward", "sigmoid_backward", "tanh_backward",
-    "threshold_backward", "eq.Tensor", "ne.Tensor", "gt.Tensor", "lt.Tensor", "ge.Tensor", "le.Tensor",
-    "masked_fill.Tensor", "logical_and", "logical_or", "native_dropout_backward")}
-# ops through which a partial (summand) value stays partial
-PARTIAL_UNARY = {A + n for n in ("neg", "clone", "detach", "alias", "_to_copy", "mul.Scalar", "div.Scalar")}
-IDENTITY = {A + n for n in ("detach", "alias", "clone", "lift_fresh_copy")}
-CREATE = {A + n for n in ("arange", "arange.start", "arange.start_step", "zeros", "ones", "full", "empty.memory_format",
-                          "scalar_tensor", "new_zeros", "new_ones", "new_empty", "new_full", "randn", "rand")}
-# each rank draws its own randomness (runtime/executor.py), so these must run shard-local
-RANDOM = {A + "native_dropout"}
-RESHAPE = {A + n for n in ("view", "_unsafe_view", "reshape")}
-SKIP = {A + "_assert_tensor_metadata"}
 INT64_MAX = 9223372036854775807
 
 
@@ -114,13 +94,13 @@ class Rules:
             return [self.get(x[0])], {}
         if name in UNARY or name in BINARY:
             return self.elementwise(op, linear_partial=True)
-        if name in CREATE:
+        if name in FACTORY:
             return [REP] * len(results), {}
         if name in RANDOM:
             return self.random(op, x, len(results))
-        if name == "torch.prim.ListConstruct":
+        if name == LIST:
             return self.elementwise_list(op)
-        if name == "torch.prim.ListUnpack":
+        if name == UNPACK:
             return [self.get(x[0])] * len(results), {}
         lay = self.get(x[0]) if x else REP
         if all(self.get(v) == REP for _, v in self.tensor_operands(op)) and not name.startswith("sp."):
@@ -395,12 +375,12 @@ def propagate_sequence(module_op) -> None:
     for op in body_ops(func):
         name = op_name(op)
         results = list(op.operation.results)
-        if name in SKIP or name.startswith("torch.constant.") or name == "func.return":
+        if name in NO_EFFECT or name.startswith(CONSTANT) or name == "func.return":
             continue
         tensor_results = [r for r in results if is_tensor(r) or is_tensor_list(r)]
-        if not tensor_results and name != "torch.prim.ListConstruct":
+        if not tensor_results and name != LIST:
             continue
-        if name == "torch.prim.ListConstruct" and not is_tensor_list(results[0]):
+        if name == LIST and not is_tensor_list(results[0]):
             continue
         lays, demands = rules.infer(op)
         for r, l in zip(results, lays):

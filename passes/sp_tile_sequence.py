@@ -52,11 +52,10 @@ from torch_mlir import ir
 from .aten_call import ELEMENT_TYPES
 from .registry import PassError, register
 from .tile_wide_regions import tile_wide_regions
-from .tiling import A, Builder, NoMatch, bounds, erase_all, hoist_plan, owner, record, uses
+from .ops import A, IDENTITY, RESHAPE
+from .tiling import Builder, NoMatch, bounds, erase_all, hoist_plan, owner, record, uses
 from .torch_ir import body_ops, const_value, dtype_str, func_of, funcs_of, is_tensor, op_name, shape, with_shape
 
-_VIEWS = {A + "view", A + "_unsafe_view", A + "reshape"}
-_IDENTITY = {A + "detach", A + "alias", A + "clone"}
 
 
 def _const(v: ir.Value):
@@ -69,9 +68,9 @@ def _const(v: ir.Value):
 def _row_view(op) -> bool:
     """A reshape that keeps every token row: same last dim, same number of rows (or an identity)."""
     name = op_name(op)
-    if name in _IDENTITY:
+    if name in IDENTITY:
         return True
-    if name not in _VIEWS or not is_tensor(op.results[0]):
+    if name not in RESHAPE or not is_tensor(op.results[0]):
         return False
     i, o = shape(op.operands[0]), shape(op.results[0])
     return bool(i) and bool(o) and i[-1] == o[-1] and math.prod(i[:-1]) == math.prod(o[:-1])

@@ -44,16 +44,15 @@ from torch_mlir import ir
 from autosp.dialects.sp import vtensor_shape
 from .layouts import PARTIAL, REP, Layout
 from .registry import PassError, func_attr
-from .sp_propagate_sequence import BINARY, RESHAPE, UNARY
-from .tiling import A, LIST, Builder, NoMatch, bounds, erase_all, hoist_plan, owner, record, uses
+from .ops import A, ELEMENTWISE, LIST, RESHAPE, UNPACK
+from .tiling import Builder, NoMatch, bounds, erase_all, hoist_plan, owner, record, uses
 from .torch_ir import body_ops, const_value, is_tensor, is_tensor_list, op_name, shape, strings, with_shape
 
-_ELEMENTWISE = UNARY | BINARY
 _RESIZE = RESHAPE | {A + "expand"}           # ops whose size operand (operand 1) follows the result
 _TRANSPOSE = {A + "t", A + "transpose.int"}
 _FEATURE_DIM = {A + "split.Tensor": 2, A + "cat": 1}   # ops along a dim (operand index): not the token dim
-_LISTS = {LIST, "torch.prim.ListUnpack"}               # the tensor lists of a split or a cat
-_TOKEN_LOCAL = (_ELEMENTWISE | _RESIZE | _TRANSPOSE | set(_FEATURE_DIM) | _LISTS
+_LISTS = {LIST, UNPACK}               # the tensor lists of a split or a cat
+_TOKEN_LOCAL = (ELEMENTWISE | _RESIZE | _TRANSPOSE | set(_FEATURE_DIM) | _LISTS
                 | {A + "mm", A + "addmm", A + "sum.dim_IntList"})
 _SUMMED = {A + "mm", A + "sum.dim_IntList"}  # ops whose partial result is the sum of their chunks'
 
@@ -251,7 +250,7 @@ class RegionTiler(Builder):
                 continue
             elif lay != REP:
                 raise NoMatch(f"{name} reads a {lay} value")
-            elif name in _ELEMENTWISE:   # a replicated operand must broadcast along the tokens
+            elif name in ELEMENTWISE:   # a replicated operand must broadcast along the tokens
                 d = tok.layout(res).dim - (len(shape(res)) - len(shape(x)))
                 if d >= 0 and shape(x)[d] != 1:
                     raise NoMatch(f"{name} reads a replicated operand along the token dim")

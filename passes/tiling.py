@@ -10,10 +10,9 @@ from torch_mlir import ir
 from .aten_call import meta_shapes
 from .layouts import Layout
 from .registry import PassError
+from .ops import A, CONSTANT, LIST
 from .torch_ir import aten, const_int, is_tensor, location_module, location_str, op_name, shape, string_array, with_shape
 
-A = "torch.aten."
-LIST = "torch.prim.ListConstruct"
 
 
 class NoMatch(Exception):
@@ -45,7 +44,7 @@ def erase_dead_constants(ops: list) -> None:
     cands, stack = [], list(ops)
     while stack:                      # collect first: an erased op cannot be compared any more
         o = stack.pop()
-        if o in cands or not (o.name.startswith("torch.constant.") or o.name == LIST):
+        if o in cands or not (o.name.startswith(CONSTANT) or o.name == LIST):
             continue
         cands.append(o)
         stack.extend(x for x in map(owner, o.operands) if x is not None)

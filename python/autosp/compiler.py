@@ -49,7 +49,7 @@ def _diagnostics(e: Exception) -> str:
 
 
 def _budget(budget: int | str | None) -> int | None:
-    from autosp.passes.sp_plan_memory import parse_bytes
+    from autosp.units import parse_bytes
     return parse_bytes(budget) if isinstance(budget, str) else budget
 
 

@@ -6,6 +6,7 @@ import math
 from collections import defaultdict
 
 from autosp.runtime.artifact import DTYPES, Artifact
+from autosp.units import human
 
 COLLECTIVES = ("sp.all_to_all", "sp.all_reduce", "sp.all_gather", "sp.reduce_scatter", "sp.halo")
 
@@ -86,14 +87,6 @@ def _result_specs(program: dict) -> list[tuple[list[int], str]]:
         for r, s, d in zip(inst["out"], inst["shapes"], inst["dtypes"]):
             specs[r] = (s, d)
     return [specs[o] for o in program["outputs"]]
-
-
-def human(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
-        n /= 1024
-    return str(n)
 
 
 def report(art: Artifact) -> str:

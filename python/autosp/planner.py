@@ -24,7 +24,7 @@ class Fit:
     limit: str                        # what dominates the peak there
 
     def row(self) -> str:
-        from autosp.inspect_artifact import human
+        from autosp.units import human
         return (f"{self.policy:6s} {self.seq_len:>10,d} {human(self.predicted_peak_bytes):>12s}   "
                 f"limited by {self.limit}")
 

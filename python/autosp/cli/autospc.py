@@ -61,8 +61,7 @@ def cmd_inspect(a) -> int:
 
 def cmd_plan(a) -> int:
     from autosp.frontend.sources import load_model
-    from autosp.inspect_artifact import human
-    from autosp.passes.sp_plan_memory import parse_bytes
+    from autosp.units import human, parse_bytes
     from autosp.planner import longest_sequence
     memory = parse_bytes(a.memory)
     fits = longest_sequence(load_model(a.model, empty=True), a.sp, memory, batch=a.batch, dp=a.dp,
