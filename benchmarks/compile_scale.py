@@ -9,7 +9,7 @@ number of layers varies (default 4, 8, 16, 32).
 Each depth is compiled in a fresh subprocess, so its peak RSS (getrusage ru_maxrss: the whole
 process, imports of torch / transformers / torch-mlir included, nothing subtracted) is that
 compile's alone. For each depth the table shows wall time of autosp.compile, the per-stage
-timings the compiler reports (art.timings: capture, import, passes, lower), the peak RSS, the RSS
+timings the compiler reports (art.timings: one per stage: capture, import, sp, host), the peak RSS, the RSS
 before compiling (model built, libraries imported) and the number of host-program instructions.
 
 Goals (PASS/FAIL lines): the 32-layer compile takes <= 120 s on the 2-core compile host, and its
@@ -86,7 +86,8 @@ def run_worker(layers: int, args: argparse.Namespace) -> dict:
 
 
 def print_table(results: list[dict]) -> None:
-    stages = ["capture", "import", "passes", "lower"]
+    from autosp.compiler import STAGES
+    stages = [name for name, *_ in STAGES]
     head = (f"{'layers':>6} {'compile s':>10} " + " ".join(f"{s + ' s':>10}" for s in stages)
             + f" {'peak RSS MB':>12} {'RSS before':>11} {'ops':>8} {'s/layer':>8}")
     print(head)

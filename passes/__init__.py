@@ -1,5 +1,6 @@
-"""autosp.passes: one pass per file, the registry and the default pipeline."""
-from .pipeline import default_pipeline
-from .registry import PASSES, PassError, build_pass_manager
+"""autosp.passes: one pass per file, the registry (every pass, by name) and the default pipeline."""
+from .base import OptionError, Pass, PassError
+from .pipeline import SpPipeline
+from .registry import PASSES, build_pass_manager, expand
 
-__all__ = ["PASSES", "PassError", "build_pass_manager", "default_pipeline"]
+__all__ = ["PASSES", "OptionError", "Pass", "PassError", "SpPipeline", "build_pass_manager", "expand"]

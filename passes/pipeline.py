@@ -1,23 +1,43 @@
-"""The default autosp pipeline, one readable list (like Triton's stage list)."""
+"""The default autosp pipeline, one readable list (like Triton's stage list), as a named pipeline:
+`sp-pipeline{sp=2 dp=1 remat=sac budget=12GiB tile=auto}` runs from autosp-opt like any pass."""
 from __future__ import annotations
 
-from . import (sp_partition_sequence, sp_plan_memory, sp_plan_remat, sp_propagate_sequence,  # noqa: F401
-               sp_raise_attention, sp_tile_sequence)
+from dataclasses import dataclass
+from typing import ClassVar
+
+from .base import Bytes, OptionError, PipelinePass, option
+from .sp_plan_remat import POLICIES
 
 DEFAULT_REMAT = "sac"
 
 
-def default_pipeline(sp: int, dp: int = 1, remat: str = DEFAULT_REMAT, memory_budget: int | None = None,
-                     tile: int | str | None = None) -> str:
-    stages = [
-        "sp-raise-attention",                      # captured attention -> sp.attention(_grad)
-        "sp-propagate-sequence",                   # layouts: rep / partial / seq<d>
-        f"sp-partition-sequence{{sp={sp} dp={dp}}}",  # local shapes + collectives
-        "canonicalize",
-        "cse",
-        *([f"sp-tile-sequence{{chunks={tile}}}" if tile != "auto" else "sp-tile-sequence"] if tile else []),  # LM head + loss in token chunks: tile=N | "auto" | None (off)
-        # @forward / @backward: saved vs recomputed (auto: per value, the least recompute that fits the budget)
-        f"sp-plan-remat{{policy={remat}" + (f" budget={memory_budget}" if remat == "auto" else "") + "}",
-        "sp-plan-memory" + (f"{{budget={memory_budget}}}" if memory_budget else ""),  # predicted peak
-    ]
-    return "builtin.module(" + ",".join(stages) + ")"
+@dataclass
+class SpPipeline(PipelinePass):
+    """the default pipeline: captured step -> partitioned, tiled @forward/@backward with a memory plan"""
+    name: ClassVar[str] = "sp-pipeline"
+    sp: int = option(1, "sequence-parallel degree", minimum=1)
+    dp: int = option(1, "data-parallel degree (world = sp x dp)", minimum=1)
+    remat: str = option(DEFAULT_REMAT, "what the forward saves for the backward", choices=POLICIES)
+    budget: Bytes | None = option(None, "per-rank memory budget: remat=auto plans to fit it, the memory plan "
+                                        "fails above it", minimum=1)
+    tile: str = option("auto", "token chunks for the LM head + loss and the MLPs: auto, N, or 0 (off)")
+
+    def validate(self) -> None:
+        if self.remat == "auto" and self.budget is None:
+            raise OptionError(f"{self.name}: remat=auto needs budget=BYTES (e.g. budget=12GiB)")
+        if self.tile != "auto" and not self.tile.isdigit():
+            raise OptionError(f"{self.name}: tile={self.tile!r} is not auto, a number of chunks, or 0 (off)")
+
+    def expand(self) -> list[str]:
+        tile = [] if self.tile == "0" else ["sp-tile-sequence" + (f"{{chunks={self.tile}}}" if self.tile != "auto" else "")]
+        return [
+            "sp-raise-attention",                                # captured attention -> sp.attention(_grad)
+            "sp-propagate-sequence",                             # layouts: rep / partial / seq<d>
+            f"sp-partition-sequence{{sp={self.sp} dp={self.dp}}}",  # local shapes + collectives
+            "canonicalize",
+            "cse",
+            *tile,                                               # LM head + loss and MLPs in token chunks
+            # @forward / @backward: saved vs recomputed (auto: per value, the least recompute that fits)
+            f"sp-plan-remat{{policy={self.remat}" + (f" budget={self.budget}" if self.remat == "auto" else "") + "}",
+            "sp-plan-memory" + (f"{{budget={self.budget}}}" if self.budget else ""),   # predicted peak
+        ]

@@ -1,62 +1,26 @@
-"""Pass registry and textual pipelines mixing autosp passes with upstream / torch-mlir passes.
+"""Every autosp pass, in one explicit table (name -> class), and textual pipelines that mix them with
+upstream / torch-mlir passes.
 
 A Python pass cannot be named inside an MLIR pipeline string, so pipelines are split at top-level
-commas: autosp passes are added as callables, runs of other passes as text.
+commas: autosp passes are added as callables (named pipelines expanded), runs of other passes as
+text. Every autosp pass's options are parsed and validated here, before anything runs.
 """
 from __future__ import annotations
-
-import functools
-from dataclasses import dataclass
-from typing import Callable
 
 from torch_mlir import ir
 from torch_mlir.passmanager import PassManager
 
+from .base import Pass, PassError, PipelinePass
+from .pipeline import SpPipeline
+from .sp_partition_sequence import PartitionSequence
+from .sp_plan_memory import PlanMemory
+from .sp_plan_remat import PlanRemat
+from .sp_propagate_sequence import PropagateSequence
+from .sp_raise_attention import RaiseAttention
+from .sp_tile_sequence import TileSequence
 
-@dataclass(frozen=True)
-class PassInfo:
-    name: str
-    fn: Callable
-    description: str
-
-
-PASSES: dict[str, PassInfo] = {}
-
-
-class PassError(Exception):
-    """A diagnostic at an IR location; the pass reports it as an MLIR error and fails."""
-
-    def __init__(self, message: str, location: ir.Location | None = None):
-        super().__init__(message)
-        self.location = location
-
-
-_PRODUCERS = {"sp.args": "the importer (argument roles)", "sp.results": "the importer (result names)",
-              "sp.arg_layouts": "sp-propagate-sequence", "sp.seq_len": "sp-propagate-sequence"}
-
-
-def func_attr(func, name: str) -> ir.Attribute:
-    """An sp.* attribute of the step function, or a diagnostic naming what should have set it."""
-    if name not in func.attributes:
-        raise PassError(f"the function has no '{name}' attribute; it is set by {_PRODUCERS.get(name, 'an earlier pass')}",
-                        func.location)
-    return func.attributes[name]
-
-
-def register(name: str, description: str):
-    """Decorator: fn(module_op, **options) becomes pass `name`; PassError becomes a diagnostic."""
-    def deco(fn: Callable) -> Callable:
-        @functools.wraps(fn)
-        def run(op, pass_, **options) -> None:
-            try:
-                fn(op, **options)
-            except PassError as e:
-                (e.location or op.location).emit_error(f"{name}: {e}")
-                pass_.signal_pass_failure()
-
-        PASSES[name] = PassInfo(name, run, description)
-        return fn
-    return deco
+PASSES: dict[str, type[Pass]] = {p.name: p for p in (
+    RaiseAttention, PropagateSequence, PartitionSequence, TileSequence, PlanRemat, PlanMemory, SpPipeline)}
 
 
 def split_top(text: str) -> list[str]:
@@ -75,21 +39,37 @@ def split_top(text: str) -> list[str]:
     return out
 
 
-def parse_options(text: str) -> dict[str, str]:
-    """'sp=2 dp=1' or 'sp=2,dp=1' -> {'sp': '2', 'dp': '1'}."""
-    opts = {}
-    for item in text.replace(",", " ").split():
-        key, eq, val = item.partition("=")
-        if not eq:
-            raise ValueError(f"pass option {item!r} is not key=value")
-        opts[key] = val
-    return opts
+def parse_element(element: str) -> Pass | None:
+    """The autosp pass a pipeline element builds (options parsed and validated), or None for another
+    pass."""
+    name, _, rest = element.partition("{")
+    cls = PASSES.get(name.strip())
+    return cls.parse(rest.rstrip("}")) if cls else None
 
 
-def build_pass_manager(pipeline: str) -> PassManager:
+def expand(pipeline: str) -> list[str]:
+    """The pipeline's elements with every named pipeline replaced by its own."""
     pipeline = pipeline.strip()
     if pipeline.startswith("builtin.module(") and pipeline.endswith(")"):
         pipeline = pipeline[len("builtin.module("):-1]
+    out = []
+    for element in split_top(pipeline):
+        p = parse_element(element)
+        out += expand(",".join(p.expand())) if isinstance(p, PipelinePass) else [element]
+    return out
+
+
+def _runner(p: Pass):
+    def run(op: ir.Operation, pass_) -> None:
+        try:
+            p.run(op)
+        except PassError as e:
+            (e.location or op.location).emit_error(f"{p.name}: {e}")
+            pass_.signal_pass_failure()
+    return run
+
+
+def build_pass_manager(pipeline: str) -> PassManager:
     pm = PassManager("builtin.module")
     pending: list[str] = []
 
@@ -98,15 +78,12 @@ def build_pass_manager(pipeline: str) -> PassManager:
             pm.add(",".join(pending))
             pending.clear()
 
-    for element in split_top(pipeline):
-        name, _, rest = element.partition("{")
-        name = name.strip()
-        if name in PASSES:
-            flush()
-            opts = parse_options(rest.rstrip("}")) if rest else {}
-            pm.add(functools.partial(PASSES[name].fn, **opts), name=name, argument=name,
-                   description=PASSES[name].description)
-        else:
+    for element in expand(pipeline):
+        p = parse_element(element)
+        if p is None:
             pending.append(element)
+            continue
+        flush()
+        pm.add(_runner(p), name=p.name, argument=p.name, description=p.summary())
     flush()
     return pm

@@ -11,13 +11,17 @@ otherwise keep an attention input it could recompute.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import ClassVar
+
 from torch_mlir import ir
 
 from autosp.dialects.sp import AllGatherOp, AllReduceOp, AllToAllOp, AttentionGradOp, AttentionOp, HaloOp, \
     ShardSliceOp
 from .aten_call import meta_shapes
+from .attributes import func_attr
+from .base import Pass, PassError, option
 from .layouts import REP, Layout, local_shape
-from .registry import PassError, func_attr, register
 from .ops import A, COLLECTIVES, IDENTITY, NO_EFFECT, RESHAPE, SHARD_SLICE
 from .sp_propagate_sequence import INT64_MAX
 from .torch_ir import (I64, aten, body_ops, const_bool, const_float, const_int, const_none, const_value, func_of,
@@ -92,8 +96,9 @@ class Partitioner:
         block = self.func.regions[0].blocks[0]
         roles = strings(func_attr(self.func, "sp.args"))
         arg_lays = [Layout.parse(s) for s in strings(func_attr(self.func, "sp.arg_layouts"))]
-        if self.seq_len % self.p:
-            raise PassError(f"sequence length {self.seq_len} is not divisible by sp={self.p}", self.func.location)
+        why = indivisible(self.seq_len, self.p)
+        if why:
+            raise PassError(why, self.func.location)
         for role, a, lay in zip(roles, block.arguments, arg_lays):
             self.layout[a] = lay
             if lay.kind == "seq":
@@ -321,10 +326,24 @@ def _dict_items(attr) -> list[tuple[str, str]]:
     return [(d[i].name, ir.StringAttr(d[i].attr).value) for i in range(len(d))]
 
 
-@register("sp-partition-sequence", "shard the sequence across sp ranks: local shapes and collectives")
-def partition_sequence(module_op, sp: str = "1", dp: str = "1") -> None:
-    func = func_of(module_op)
-    Partitioner(func, int(sp), int(dp)).run()
-    i64 = ir.IntegerType.get_signless(64)
-    module_op.attributes["sp.mesh"] = ir.DictAttr.get({"sp": ir.IntegerAttr.get(i64, int(sp)),
-                                                      "dp": ir.IntegerAttr.get(i64, int(dp))})
+def indivisible(seq_len: int, sp: int) -> str | None:
+    """Why sp ranks cannot hold equal shards of seq_len tokens, or None when they can."""
+    if seq_len % sp == 0:
+        return None
+    return (f"sequence length {seq_len} is not divisible by sp={sp}: each rank must hold the same number of "
+            f"tokens (try {seq_len - seq_len % sp} or {seq_len + sp - seq_len % sp})")
+
+
+@dataclass
+class PartitionSequence(Pass):
+    """shard the sequence across sp ranks: local shapes and collectives"""
+    name: ClassVar[str] = "sp-partition-sequence"
+    sp: int = option(1, "sequence-parallel degree: the ranks that share one sequence", minimum=1)
+    dp: int = option(1, "data-parallel degree: replicas with their own batches (world = sp x dp)", minimum=1)
+
+    def run(self, module_op) -> None:
+        func = func_of(module_op)
+        Partitioner(func, self.sp, self.dp).run()
+        i64 = ir.IntegerType.get_signless(64)
+        module_op.attributes["sp.mesh"] = ir.DictAttr.get({"sp": ir.IntegerAttr.get(i64, self.sp),
+                                                          "dp": ir.IntegerAttr.get(i64, self.dp)})

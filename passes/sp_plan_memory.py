@@ -16,13 +16,16 @@ exceeds the budget, naming the breakdown.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import ClassVar
 
 from torch_mlir import ir
 
-from autosp.units import human, parse_bytes
+from autosp.units import human
 
 from .aten_call import ELEMENT_TYPES
-from .registry import PassError, func_attr, register
+from .attributes import func_attr
+from .base import Bytes, Pass, PassError, option
 from .ops import A, COLLECTIVE_STAGING, CONSTANT, LIST, STRIDED, VIEWS
 from .torch_ir import body_ops, dtype_str, funcs_of, is_tensor, op_name, shape, strings
 
@@ -187,14 +190,17 @@ def breakdown(plan: dict) -> str:
     return ", ".join(f"{k} {human(plan.get(k, 0))}" for k in PARTS)
 
 
-@register("sp-plan-memory", "lifetimes and the predicted per-rank peak of one step (sp.memory)")
-def plan_memory(module_op, budget: str = "") -> None:
-    plan = predict(module_op)
-    i64 = ir.IntegerType.get_signless(64)
-    module_op.attributes["sp.memory"] = ir.DictAttr.get(
-        {k: ir.IntegerAttr.get(i64, v) for k, v in plan.items() if isinstance(v, int)})
-    if budget:
-        limit = parse_bytes(budget)
-        if plan["predicted_peak_bytes"] > limit:
+@dataclass
+class PlanMemory(Pass):
+    """lifetimes and the predicted per-rank peak of one step (sp.memory)"""
+    name: ClassVar[str] = "sp-plan-memory"
+    budget: Bytes | None = option(None, "fail when the predicted per-rank peak exceeds it (e.g. 12GiB)", minimum=1)
+
+    def run(self, module_op) -> None:
+        plan = predict(module_op)
+        i64 = ir.IntegerType.get_signless(64)
+        module_op.attributes["sp.memory"] = ir.DictAttr.get(
+            {k: ir.IntegerAttr.get(i64, v) for k, v in plan.items() if isinstance(v, int)})
+        if self.budget is not None and plan["predicted_peak_bytes"] > self.budget:
             raise PassError(f"predicted peak {human(plan['predicted_peak_bytes'])} per rank exceeds the "
-                            f"budget {human(limit)} ({breakdown(plan)})", module_op.location)
+                            f"budget {human(self.budget)} ({breakdown(plan)})", module_op.location)

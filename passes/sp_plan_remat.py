@@ -6,7 +6,7 @@ forward saves for the backward. Options: policy=none|full|sac|auto, budget=BYTES
   sac   sequence-aware: also keep attention outputs and softmax statistics (quadratic in S to
         recompute); recompute projections, norms and pointwise work (linear in S)
   auto  per value: the plan with the least recompute cost whose predicted peak fits budget=BYTES
-        (passes/remat_budget.py), or an error naming the smallest peak and what dominates it
+        (passes/sp_plan_remat_auto.py), or an error naming the smallest peak and what dominates it
 Collectives and random ops (dropout) are never recomputed: their results are always saved; so are
 scalars (a loss's token count would otherwise recompute the whole chain below it, for 4 bytes).
 Layers are read from the locations' module paths (`model.layers.3...` -> layer `model.layers.3`).
@@ -19,14 +19,15 @@ from __future__ import annotations
 
 import functools
 import re
+from dataclasses import dataclass
+from typing import ClassVar
 
 from torch_mlir import ir
 from torch_mlir.dialects import func as func_d
 
-from autosp.units import parse_bytes
-
-from . import remat_budget
-from .registry import PassError, func_attr, register
+from . import sp_plan_remat_auto as auto
+from .attributes import func_attr
+from .base import Bytes, OptionError, Pass, PassError, option
 from .ops import COLLECTIVES, CONSTANT, HALO, LIST, RANDOM
 from .sp_plan_memory import predict_funcs
 from .torch_ir import body_ops, func_of, is_tensor, location_module, op_name, shape, string_array, strings
@@ -140,8 +141,8 @@ class Split:
 
     @functools.cached_property
     def recompute_cost(self) -> tuple[int, int]:
-        """(FLOPs, bytes) of what the backward recomputes (remat_budget's model)."""
-        return remat_budget.recompute_cost(self.plan[2])
+        """(FLOPs, bytes) of what the backward recomputes (sp_plan_remat_auto's model)."""
+        return auto.recompute_cost(self.plan[2])
 
 
 def _clone_into(ops: list, mapping: dict, block_end, lazy: set = frozenset()):
@@ -219,15 +220,8 @@ def emit(module_op, func, split: Split) -> tuple:
     return fwd, bwd
 
 
-def _auto(module_op, func, budget: str) -> Split:
+def _auto(module_op, func, limit: int) -> Split:
     """The budget planner's split; the plans it simulated go on the module as `sp.remat_auto`."""
-    if not budget:
-        raise PassError("policy=auto needs budget=BYTES (e.g. budget=12GiB)", func.location)
-    try:
-        limit = parse_bytes(budget)
-    except ValueError as e:
-        raise PassError(str(e), func.location) from None
-
     def measure(split: Split) -> dict:
         fwd, bwd = emit(module_op, func, split)
         try:
@@ -236,23 +230,33 @@ def _auto(module_op, func, budget: str) -> Split:
             fwd.erase()
             bwd.erase()
 
-    chosen, tried = remat_budget.choose(lambda p, extra=(): Split(func, p, extra), measure, limit, func.location)
+    chosen, tried = auto.choose(lambda p, extra=(): Split(func, p, extra), measure, limit, func.location)
     i64 = ir.IntegerType.get_signless(64)
 
     def entry(t) -> ir.Attribute:
         return ir.DictAttr.get({"predicted_peak_bytes": ir.IntegerAttr.get(i64, t.peak),
                                 "recompute_flops": ir.IntegerAttr.get(i64, t.recompute[0]),
                                 "recompute_bytes": ir.IntegerAttr.get(i64, t.recompute[1]),
-                                "recompute_ns": ir.IntegerAttr.get(i64, round(remat_budget.seconds(t.recompute) * 1e9))})
+                                "recompute_ns": ir.IntegerAttr.get(i64, round(auto.seconds(t.recompute) * 1e9))})
     module_op.attributes["sp.remat_auto"] = ir.DictAttr.get({
         "budget_bytes": ir.IntegerAttr.get(i64, limit), "chosen": ir.StringAttr.get(chosen.name),
         "plans": ir.DictAttr.get({t.name: entry(t) for t in tried})})
     return chosen.split
 
 
-@register("sp-plan-remat", "split the step into @forward/@backward; save or recompute per policy")
-def plan_remat(module_op, policy: str = "sac", budget: str = "") -> None:
-    func = func_of(module_op)
-    split = _auto(module_op, func, budget) if policy == "auto" else Split(func, policy)
-    emit(module_op, func, split)
-    func.erase()
+@dataclass
+class PlanRemat(Pass):
+    """split the step into @forward/@backward; save or recompute per policy"""
+    name: ClassVar[str] = "sp-plan-remat"
+    policy: str = option("sac", "what the forward saves for the backward", choices=POLICIES)
+    budget: Bytes | None = option(None, "policy=auto: the per-rank peak the plan must fit (e.g. 12GiB)", minimum=1)
+
+    def validate(self) -> None:
+        if self.policy == "auto" and self.budget is None:
+            raise OptionError(f"{self.name}: policy=auto needs budget=BYTES (e.g. budget=12GiB)")
+
+    def run(self, module_op) -> None:
+        func = func_of(module_op)
+        split = _auto(module_op, func, self.budget) if self.policy == "auto" else Split(func, self.policy)
+        emit(module_op, func, split)
+        func.erase()

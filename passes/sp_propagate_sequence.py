@@ -8,10 +8,14 @@ Writes `sp.layout` on ops (one entry per result), `sp.arg_layouts` and `sp.seq_l
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import ClassVar
+
 from torch_mlir import ir
 
+from .attributes import func_attr
+from .base import Pass, PassError
 from .layouts import PARTIAL, REP, Layout, reshape_seq, seq
-from .registry import PassError, func_attr, register
 from .ops import (A, BINARY, CONSTANT, FACTORY, IDENTITY, LIST, NO_EFFECT, PARTIAL_UNARY, RANDOM, UNARY,
                   UNPACK)
 from .torch_ir import (body_ops, const_value, func_of, int_list, is_tensor, is_tensor_list, op_name, shape,
@@ -353,40 +357,44 @@ def demands_attr(demands: dict[int, Layout]) -> ir.DictAttr:
     return ir.DictAttr.get({str(i): ir.StringAttr.get(str(l)) for i, l in demands.items()})
 
 
-@register("sp-propagate-sequence", "assign rep / partial / seq<d> layouts to every value")
-def propagate_sequence(module_op) -> None:
-    func = func_of(module_op)
-    roles = strings(func_attr(func, "sp.args"))
-    args = list(func.regions[0].blocks[0].arguments)
-    if len(roles) != len(args):
-        raise PassError(f"sp.args names {len(roles)} arguments, the function has {len(args)}", func.location)
-    inputs = [a for r, a in zip(roles, args) if r.startswith("input:")]
-    if not inputs:
-        raise PassError("the step has no token inputs (sp.args names none 'input:')", func.location)
-    seq_len = shape(inputs[0])[1]
-    rules = Rules(seq_len)
-    arg_layouts = []
-    for role, a in zip(roles, args):
-        lay = seq(1) if role.startswith("input:") else REP
-        if role.startswith("input:") and shape(a)[1] != seq_len:
-            raise PassError(f"input {role[6:]} has sequence length {shape(a)[1]}, expected {seq_len}", func.location)
-        rules.layout[a] = lay
-        arg_layouts.append(str(lay))
-    for op in body_ops(func):
-        name = op_name(op)
-        results = list(op.operation.results)
-        if name in NO_EFFECT or name.startswith(CONSTANT) or name == "func.return":
-            continue
-        tensor_results = [r for r in results if is_tensor(r) or is_tensor_list(r)]
-        if not tensor_results and name != LIST:
-            continue
-        if name == LIST and not is_tensor_list(results[0]):
-            continue
-        lays, demands = rules.infer(op)
-        for r, l in zip(results, lays):
-            rules.layout[r] = l
-        op.operation.attributes["sp.layout"] = string_array([str(l) for l in lays])
-        if demands:
-            op.operation.attributes["sp.demand"] = demands_attr(demands)
-    func.attributes["sp.arg_layouts"] = string_array(arg_layouts)
-    func.attributes["sp.seq_len"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), seq_len)
+@dataclass
+class PropagateSequence(Pass):
+    """assign rep / partial / seq<d> layouts to every value"""
+    name: ClassVar[str] = "sp-propagate-sequence"
+
+    def run(self, module_op) -> None:
+        func = func_of(module_op)
+        roles = strings(func_attr(func, "sp.args"))
+        args = list(func.regions[0].blocks[0].arguments)
+        if len(roles) != len(args):
+            raise PassError(f"sp.args names {len(roles)} arguments, the function has {len(args)}", func.location)
+        inputs = [a for r, a in zip(roles, args) if r.startswith("input:")]
+        if not inputs:
+            raise PassError("the step has no token inputs (sp.args names none 'input:')", func.location)
+        seq_len = shape(inputs[0])[1]
+        rules = Rules(seq_len)
+        arg_layouts = []
+        for role, a in zip(roles, args):
+            lay = seq(1) if role.startswith("input:") else REP
+            if role.startswith("input:") and shape(a)[1] != seq_len:
+                raise PassError(f"input {role[6:]} has sequence length {shape(a)[1]}, expected {seq_len}", func.location)
+            rules.layout[a] = lay
+            arg_layouts.append(str(lay))
+        for op in body_ops(func):
+            name = op_name(op)
+            results = list(op.operation.results)
+            if name in NO_EFFECT or name.startswith(CONSTANT) or name == "func.return":
+                continue
+            tensor_results = [r for r in results if is_tensor(r) or is_tensor_list(r)]
+            if not tensor_results and name != LIST:
+                continue
+            if name == LIST and not is_tensor_list(results[0]):
+                continue
+            lays, demands = rules.infer(op)
+            for r, l in zip(results, lays):
+                rules.layout[r] = l
+            op.operation.attributes["sp.layout"] = string_array([str(l) for l in lays])
+            if demands:
+                op.operation.attributes["sp.demand"] = demands_attr(demands)
+        func.attributes["sp.arg_layouts"] = string_array(arg_layouts)
+        func.attributes["sp.seq_len"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), seq_len)

@@ -2,10 +2,13 @@
 `sp.attention_grad`, with grouped-query attention made explicit as `kv_groups`."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import ClassVar
+
 from torch_mlir import ir
 
 from autosp.dialects.sp import AttentionGradOp, AttentionOp
-from .registry import PassError, register
+from .base import Pass, PassError
 from .torch_ir import body_ops, const_value, funcs_of, op_name, shape
 
 FORWARD = "torch.autosp.attention"
@@ -25,21 +28,25 @@ def _flags(op, causal: ir.Value, scale: ir.Value, q: ir.Value, k: ir.Value) -> t
             ir.IntegerAttr.get(i64, hq // hk))
 
 
-@register("sp-raise-attention", "raise captured attention fwd/bwd to sp.attention / sp.attention_grad")
-def raise_attention(module_op) -> None:
-    for op in (o for func in funcs_of(module_op) for o in body_ops(func)):
-        name = op_name(op)
-        if name not in (FORWARD, BACKWARD):
-            continue
-        x = list(op.operation.operands)
-        types = [r.type for r in op.operation.results]
-        with ir.InsertionPoint(op), op.location:
-            if name == FORWARD:
-                new = AttentionOp(x[0], x[1], x[2], *_flags(op, x[3], x[4], x[0], x[1]),
-                                  out=types[0], lse=types[1])
-            else:
-                new = AttentionGradOp(*x[:6], *_flags(op, x[6], x[7], x[1], x[2]),
-                                      dq=types[0], dk=types[1], dv=types[2])
-        for old, repl in zip(op.operation.results, new.operation.results):
-            old.replace_all_uses_with(repl)
-        op.operation.erase()
+@dataclass
+class RaiseAttention(Pass):
+    """raise captured attention fwd/bwd to sp.attention / sp.attention_grad"""
+    name: ClassVar[str] = "sp-raise-attention"
+
+    def run(self, module_op) -> None:
+        for op in (o for func in funcs_of(module_op) for o in body_ops(func)):
+            name = op_name(op)
+            if name not in (FORWARD, BACKWARD):
+                continue
+            x = list(op.operation.operands)
+            types = [r.type for r in op.operation.results]
+            with ir.InsertionPoint(op), op.location:
+                if name == FORWARD:
+                    new = AttentionOp(x[0], x[1], x[2], *_flags(op, x[3], x[4], x[0], x[1]),
+                                      out=types[0], lse=types[1])
+                else:
+                    new = AttentionGradOp(*x[:6], *_flags(op, x[6], x[7], x[1], x[2]),
+                                          dq=types[0], dk=types[1], dv=types[2])
+            for old, repl in zip(op.operation.results, new.operation.results):
+                old.replace_all_uses_with(repl)
+            op.operation.erase()

@@ -3,7 +3,7 @@ in chunks of tokens, forward and backward, so those intermediates are never mate
   - the LM head + log-softmax + cross-entropy chain, in chunks of token rows (this file): no
     [tokens, vocab] logits or gradient;
   - the wide token-local regions, i.e. the MLPs, in chunks of each sequence's positions
-    (tile_wide_regions.py, run after the head): no [tokens, intermediate] activation or gradient.
+    (sp_tile_sequence_mlp.py, run after the head): no [tokens, intermediate] activation or gradient.
 Option: chunks=N forces N chunks for the head and for every region; without it each picks its own.
 
 Runs on the joint step function (after sp-partition-sequence, canonicalize, cse; before
@@ -46,13 +46,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from torch_mlir import ir
 
 from .aten_call import ELEMENT_TYPES
-from .registry import PassError, register
-from .tile_wide_regions import tile_wide_regions
+from .base import Pass, PassError, option
 from .ops import A, IDENTITY, RESHAPE
+from .sp_tile_sequence_mlp import tile_wide_regions
 from .tiling import Builder, NoMatch, bounds, erase_all, hoist_plan, owner, record, uses
 from .torch_ir import body_ops, const_value, dtype_str, func_of, funcs_of, is_tensor, op_name, shape, with_shape
 
@@ -335,41 +336,32 @@ class Tiler(Builder):
         self.check()
 
 
-def _parse_chunks(chunks: str | None, func) -> int | None:
-    if chunks is None:
-        return None
-    try:
-        n = int(chunks)
-    except ValueError:
-        raise PassError(f"chunks={chunks!r} is not an integer", func.location) from None
-    if n < 1:
-        raise PassError(f"chunks={n}: the number of token chunks must be at least 1", func.location)
-    return n
+@dataclass
+class TileSequence(Pass):
+    """run the LM head + loss and the wide token-local regions (MLPs) in chunks of tokens (fwd and bwd)"""
+    name: ClassVar[str] = "sp-tile-sequence"
+    chunks: int | None = option(None, "token chunks per tiled region; unset: chosen from the shapes", minimum=1)
 
-
-@register("sp-tile-sequence", "run the LM head + loss and the wide token-local regions (MLPs) in chunks of "
-                              "tokens (fwd and bwd)")
-def tile_sequence(module_op, chunks: str | None = None) -> None:
-    if any("sp.remat" in f.attributes for f in funcs_of(module_op)):
-        raise PassError("the step is already split into @forward/@backward: sp-tile-sequence runs on the "
-                        "joint step, before sp-plan-remat", module_op.location)
-    func = func_of(module_op)
-    want = _parse_chunks(chunks, func)
-    for nll in [o.operation for o in body_ops(func) if op_name(o) == A + "nll_loss_forward"]:
-        try:
-            chain = match(nll)
-        except NoMatch:
-            continue
-        n = default_chunks(chain) if want is None else want
-        if n > chain.tokens:
-            raise PassError(f"chunks={n} exceeds the {chain.tokens} token rows of the loss "
-                            f"([{chain.tokens}, {chain.vocab}] log-probabilities)", nll.location)
-        if n == 1:
-            continue
-        what = (chain.mm.location, n, chain.tokens, chain.vocab)   # the chain is erased once tiled
-        try:
-            Tiler(chain, n).run()
-        except NoMatch:
-            continue
-        record(module_op, "lm_head", *what)
-    tile_wide_regions(module_op, func, want)
+    def run(self, module_op) -> None:
+        if any("sp.remat" in f.attributes for f in funcs_of(module_op)):
+            raise PassError("the step is already split into @forward/@backward: sp-tile-sequence runs on the "
+                            "joint step, before sp-plan-remat", module_op.location)
+        func = func_of(module_op)
+        for nll in [o.operation for o in body_ops(func) if op_name(o) == A + "nll_loss_forward"]:
+            try:
+                chain = match(nll)
+            except NoMatch:
+                continue
+            n = default_chunks(chain) if self.chunks is None else self.chunks
+            if n > chain.tokens:
+                raise PassError(f"chunks={n} exceeds the {chain.tokens} token rows of the loss "
+                                f"([{chain.tokens}, {chain.vocab}] log-probabilities)", nll.location)
+            if n == 1:
+                continue
+            what = (chain.mm.location, n, chain.tokens, chain.vocab)   # the chain is erased once tiled
+            try:
+                Tiler(chain, n).run()
+            except NoMatch:
+                continue
+            record(module_op, "lm_head", *what)
+        tile_wide_regions(module_op, func, self.chunks)

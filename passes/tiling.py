@@ -1,5 +1,5 @@
 """The building blocks both tilers of sp-tile-sequence share: the LM head's (sp_tile_sequence.py)
-and the wide token-local regions' (tile_wide_regions.py). Chunk bounds, the ops they create (at the
+and the wide token-local regions' (sp_tile_sequence_mlp.py). Chunk bounds, the ops they create (at the
 location and layout of the op each stands for, checked on meta tensors), hoisting what a tiled
 phase reads above it, erasing what was tiled, and the module's record of it (`sp.tiles`).
 """
@@ -9,7 +9,7 @@ from torch_mlir import ir
 
 from .aten_call import meta_shapes
 from .layouts import Layout
-from .registry import PassError
+from .base import PassError
 from .ops import A, CONSTANT, LIST
 from .torch_ir import aten, const_int, is_tensor, location_module, location_str, op_name, shape, string_array, with_shape
 

@@ -27,7 +27,7 @@ def funcs_of(module) -> list[ir.Operation]:
 
 def func_of(module) -> ir.Operation:
     """The step function: the single func.func of a module (an ir.Module or the module op)."""
-    from .registry import PassError
+    from .base import PassError
     funcs = funcs_of(module)
     if len(funcs) != 1:
         raise PassError(f"expected the module to hold one step function (func.func), found {len(funcs)}",

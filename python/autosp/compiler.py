@@ -1,17 +1,31 @@
-"""autosp.compile: model -> captured joint step -> torch dialect -> sp passes -> host program -> artifact."""
+"""autosp.compile: a short list of stages, as Triton's make_ttir -> make_ttgir -> ...
+
+  capture   nn.Module          -> CapturedStep   one joint aten graph of loss + backward (frontend/)
+  import    CapturedStep       -> torch dialect  torch-mlir's FxImporter (frontend/importer.py)
+  sp        torch dialect      -> sp + torch     the named pipeline sp-pipeline{...} (passes/)
+  host      sp + torch         -> artifact files the host program and the artifact (lowering/, packaging.py)
+
+Each stage takes one value and returns the next; what later stages need from earlier ones (the
+captured step's names and buffers) travels in the `Compilation`. With keep_ir, every stage's output
+is kept in the artifact as ir/<n>-<stage>.*; a stage that fails names the one autosp-opt command
+that reproduces it on the IR it was given.
+"""
 from __future__ import annotations
 
 import json
+import os
+import shlex
+import tempfile
 import time
 from dataclasses import dataclass, field
+from typing import Any, Callable
 
 import torch
 import torch.nn as nn
 
+from autosp import __version__
 from autosp.frontend import CompileError, capture_train_step
 from autosp.runtime import artifact as schema
-
-from autosp import __version__
 
 
 @dataclass
@@ -23,6 +37,10 @@ class CompiledArtifact:
     @property
     def program(self) -> dict:
         return json.loads(self.files["program.json"])
+
+    @property
+    def plan(self) -> dict:
+        return json.loads(self.files["plan.json"])
 
     @property
     def num_instructions(self) -> int:
@@ -37,6 +55,20 @@ class CompiledArtifact:
         return path
 
 
+@dataclass
+class Compilation:
+    """One compile's options and what its stages hand each other beside their values."""
+    batch: int
+    seq_len: int
+    pipeline: str                       # the sp stage's pass pipeline
+    remat: str
+    keep_ir: bool = False
+    step: Any = None                    # the CapturedStep, set by capture
+    context: Any = None                 # the MLIR context of import, sp and host
+    ir: dict[str, str] = field(default_factory=dict)      # ir/<n>-<stage>.<ext> -> text (keep_ir)
+    timings: dict[str, float] = field(default_factory=dict)
+
+
 def _diagnostics(e: Exception) -> str:
     from autosp.passes.torch_ir import location_str
     diags = getattr(e, "error_diagnostics", None) or []
@@ -48,141 +80,145 @@ def _diagnostics(e: Exception) -> str:
     return "\n".join(lines) or str(e)
 
 
-def _budget(budget: int | str | None) -> int | None:
-    from autosp.units import parse_bytes
-    return parse_bytes(budget) if isinstance(budget, str) else budget
+def _asm(module) -> str:
+    return module.operation.get_asm(enable_debug_info=True)   # with the model source lines
 
 
-def _dict(d) -> dict:
-    """A DictAttr of integers, strings and DictAttrs as plain Python."""
-    from torch_mlir import ir
-    out = {}
-    for i in range(len(d)):
-        a = d[i].attr.maybe_downcast()
-        out[d[i].name] = _dict(a) if isinstance(a, ir.DictAttr) else a.value
-    return out
+def _reproduce(stage: str, ir_text: str, flags: str) -> str:
+    """Write the IR a failing stage was given; the autosp-opt command that reruns the stage on it."""
+    fd, path = tempfile.mkstemp(prefix=f"autosp-{stage}-input-", suffix=".mlir")
+    with os.fdopen(fd, "w") as f:
+        f.write(ir_text)
+    return f"autosp-opt {path} {flags}"
 
 
-def _plan(module, program: dict, remat: str) -> dict:
-    """plan.json: the remat decision (what is saved, what recomputed), what is tiled, the memory plan of
-    sp-plan-memory, the communication."""
-    from torch_mlir import ir
-
-    from autosp.inspect_artifact import communication
-    from autosp.passes.torch_ir import funcs_of
-    attrs = module.operation.attributes
-    memory = _dict(ir.DictAttr(attrs["sp.memory"])) if "sp.memory" in attrs else {}
-    timeline = {ir.StringAttr(f.attributes["sym_name"]).value: list(ir.DenseI64ArrayAttr(f.attributes["sp.live_timeline"]))
-                for f in funcs_of(module) if "sp.live_timeline" in f.attributes}
-    fwd = program["programs"]["forward"]
-    saved = [a for a in program["programs"]["backward"]["args"] if a["role"] == "saved"]
-    auto = _dict(ir.DictAttr(attrs["sp.remat_auto"])) if "sp.remat_auto" in attrs else {}
-    tiled = [_dict(ir.DictAttr(t)) for t in ir.ArrayAttr(attrs["sp.tiles"])] if "sp.tiles" in attrs else []
-    recomputed = next((_dict(ir.DictAttr(f.attributes["sp.recomputed"])) for f in funcs_of(module)
-                       if "sp.recomputed" in f.attributes), {})
-    return {"remat": remat, "memory": memory, "timeline": timeline, **({"auto": auto} if auto else {}),
-            "saved": [{"shape": a["shape"], "dtype": a["dtype"]} for a in saved],
-            "recomputed": recomputed, "tiled": tiled,
-            "backward_instructions": len(program["programs"]["backward"]["instructions"]),
-            "forward_instructions": len(fwd["instructions"]),
-            "communication": communication(program)}
+def capture(model: nn.Module, c: Compilation):
+    c.step = capture_train_step(model, c.batch, c.seq_len)
+    return c.step
 
 
-def lower_step(step, sp: int, dp: int, remat: str, memory_budget: int | None = None, tile=None,
-               pipeline: str | None = None) -> tuple[dict, str, dict, dict]:
-    """A captured step through import, the passes and lowering: (program, final MLIR, plan, timings)."""
+def import_torch(step, c: Compilation):
     from torch_mlir import ir
     from torch_mlir.dialects import torch as torch_d
 
     from autosp.dialects import sp as sp_dialect
     from autosp.frontend.importer import import_step
-    from autosp.passes import build_pass_manager, default_pipeline
-    from autosp.passes.host_program import lower_to_host_program
-    from autosp.passes.torch_ir import location_str
-
-    timings = {}
-    ctx = ir.Context()
-    torch_d.register_dialect(ctx)
-    with ctx, ir.Location.unknown():
+    c.context = ir.Context()
+    torch_d.register_dialect(c.context)
+    with c.context, ir.Location.unknown():
         sp_dialect.load()
-        ctx.enable_multithreading(False)
-        t = time.perf_counter()
-        module = import_step(step, ctx)
-        timings["import"] = time.perf_counter() - t
-        t = time.perf_counter()
+        c.context.enable_multithreading(False)
+        return import_step(step, c.context)
+
+
+def run_pipeline(module, c: Compilation):
+    from torch_mlir import ir
+
+    from autosp.passes import build_pass_manager
+    with c.context, ir.Location.unknown():
+        before = c.ir.get("1-import.mlir") or _asm(module)   # the passes change the module in place
         try:
-            build_pass_manager(pipeline or default_pipeline(sp, dp, remat, memory_budget, tile=tile)).run(
-                module.operation)
+            build_pass_manager(c.pipeline).run(module.operation)
         except ir.MLIRError as e:
-            raise CompileError(_diagnostics(e).removeprefix("error: ")) from None
-        timings["passes"] = time.perf_counter() - t
-        t = time.perf_counter()
+            pipeline = c.pipeline if c.pipeline.startswith("builtin.module(") else f"builtin.module({c.pipeline})"
+            raise _failed(CompileError(_diagnostics(e).removeprefix("error: ")),
+                          _reproduce("sp", before, f"--pass-pipeline={shlex.quote(pipeline)}")) from None
+    return module
+
+
+def _failed(err: CompileError, command: str) -> CompileError:
+    err.reproduce = command
+    err.add_note(f"reproduce: {command}")
+    return err
+
+
+def lower_host(module, c: Compilation) -> dict[str, bytes]:
+    from torch_mlir import ir
+
+    from autosp.lowering.host_program import lower_to_host_program
+    from autosp.packaging import artifact_files
+    from autosp.passes.torch_ir import location_str
+    with c.context, ir.Location.unknown():
         try:
             program = lower_to_host_program(module)
         except Exception as e:  # PassError: an op the runtime cannot run
             loc = getattr(e, "location", None)
             where = location_str(loc) if loc is not None else ""
-            raise CompileError(str(e), where if where and not where.startswith("<") else None) from None
-        mlir_text = module.operation.get_asm(enable_debug_info=True)  # with the model source lines
-        plan = _plan(module, program, remat)
-        timings["lower"] = time.perf_counter() - t
-    return program, mlir_text, plan, timings
+            raise _failed(CompileError(str(e), where if where and not where.startswith("<") else None),
+                          _reproduce("host", _asm(module), "--emit=host-program")) from None
+        return artifact_files(module, program, c.step, c.remat)
+
+
+# name, function, how its result is kept (keep_ir): file extension, text
+STAGES: list[tuple[str, Callable, str, Callable[[Any], str]]] = [
+    ("capture", capture, "py", lambda step: step.graph.print_readable(print_output=False)),
+    ("import", import_torch, "mlir", _asm),
+    ("sp", run_pipeline, "mlir", _asm),
+    ("host", lower_host, "json", lambda files: json.dumps(json.loads(files["program.json"]), indent=1)),
+]
+
+
+def run_stages(value, c: Compilation, first: str = "capture") -> dict[str, bytes]:
+    """The stages from `first` on: the artifact's files, with ir/<n>-<stage>.* if c.keep_ir."""
+    names = [name for name, *_ in STAGES]
+    for n, (name, fn, ext, text) in enumerate(STAGES[names.index(first):], start=names.index(first)):
+        t = time.perf_counter()
+        value = fn(value, c)
+        c.timings[name] = time.perf_counter() - t
+        if c.keep_ir:
+            c.ir[f"{n}-{name}.{ext}"] = text(value)
+    return {**value, **{f"ir/{name}": text.encode() for name, text in c.ir.items()}}
+
+
+def options(sp: int, dp: int, remat: str, memory_budget: int | str | None, tile: int | str | None):
+    """The sp stage's named pipeline, its options validated before anything runs."""
+    from autosp.passes import OptionError, SpPipeline
+    from autosp.units import parse_bytes
+    if remat == "auto" and memory_budget is None:
+        raise CompileError("remat='auto' needs a memory_budget (bytes or a string like '12GiB')")
+    try:
+        budget = parse_bytes(memory_budget) if memory_budget is not None else None
+        return SpPipeline(sp=sp, dp=dp, remat=remat, budget=budget, tile=str(tile or 0))
+    except (OptionError, ValueError) as e:
+        raise CompileError(str(e).removeprefix("sp-pipeline: ")) from None
 
 
 def compile(model: nn.Module, example_inputs: tuple[torch.Tensor, torch.Tensor], sp: int = 1, dp: int = 1,
             remat: str = "sac", memory_budget: int | str | None = None, pipeline: str | None = None,
-            tile: int | str | None = "auto", model_name: str | None = None) -> CompiledArtifact:
+            tile: int | str | None = "auto", model_name: str | None = None, keep_ir: bool = False) -> CompiledArtifact:
     """Compile one training step of `model` for sp-way sequence parallelism (x dp data parallel).
 
     example_inputs = (input_ids, labels), both [batch, seq]; only their shapes are used, and the model
     may live on the meta device (build it under autosp.empty_weights()). remat: what the forward
     saves for the backward, "none" | "full" | "sac" (see passes/sp_plan_remat.py), or "auto": the
     per-value plan with the least recompute cost whose predicted peak fits memory_budget
-    (passes/remat_budget.py). memory_budget: bytes or "12GiB";
+    (passes/sp_plan_remat_auto.py). memory_budget: bytes or "12GiB";
     compiling fails above it, naming the predicted peak and its breakdown.
     tile: run the LM head + loss and the MLPs in token chunks (sp-tile-sequence): "auto" (default)
     picks the chunk counts from the vocabulary, intermediate and hidden sizes, N forces N chunks,
-    None or 0 turns it off."""
-    from autosp.passes import default_pipeline
-    from autosp.passes.registry import split_top
+    None or 0 turns it off. pipeline: a pass pipeline to run instead of sp-pipeline{...}.
+    keep_ir: keep every stage's IR in the artifact (ir/<n>-<stage>.*)."""
+    from autosp.passes.sp_partition_sequence import indivisible
 
     input_ids, labels = example_inputs
     if input_ids.dim() != 2 or tuple(labels.shape) != tuple(input_ids.shape):
         raise CompileError(f"example_inputs must be (input_ids, labels) of one shape [batch, seq], got "
                            f"{list(input_ids.shape)} and {list(labels.shape)}")
     batch, seq_len = input_ids.shape
-    if sp < 1 or dp < 1:
-        raise CompileError(f"sp and dp must be >= 1, got sp={sp} dp={dp}")
-    if seq_len % sp:
-        raise CompileError(f"sequence length {seq_len} is not divisible by sp={sp}: each rank must hold "
-                           f"the same number of tokens (try {seq_len - seq_len % sp} or {seq_len + sp - seq_len % sp})")
-    budget = _budget(memory_budget)
-    if remat == "auto" and budget is None:
-        raise CompileError("remat='auto' needs a memory_budget (bytes or a string like '12GiB')")
-    t = time.perf_counter()
-    step = capture_train_step(model, batch, seq_len)
-    capture_s = time.perf_counter() - t
-    program, mlir_text, plan, timings = lower_step(step, sp, dp, remat, budget, tile, pipeline)
-    timings["capture"] = capture_s
-    pipeline = pipeline or default_pipeline(sp, dp, remat, budget, tile=tile)
-
-    files = {"program.json": json.dumps(program).encode(), "program.mlir": mlir_text.encode(),
-             "plan.json": json.dumps(plan).encode()}
-    params = {"parameters": {}, "buffers": {}}
-    shapes = {a["name"]: a for a in program["programs"]["forward"]["args"]}
-    for name in step.param_names:
-        params["parameters"][name] = {"shape": shapes[name]["shape"], "dtype": shapes[name]["dtype"],
-                                      "requires_grad": step.requires_grad[name],
-                                      "aliases": step.param_aliases.get(name, [])}
-    for name in step.buffer_names:
-        buf = step.buffers[name].contiguous()
-        rel = f"buffers/{name}.bin"
-        files[rel] = buf.reshape(-1).view(torch.uint8).numpy().tobytes() if buf.numel() else b""
-        params["buffers"][name] = {"shape": list(buf.shape), "dtype": schema.DTYPE_NAMES[buf.dtype], "file": rel}
-    files["params.json"] = json.dumps(params, indent=1).encode()
-    n_params = sum(int(torch.Size(p["shape"]).numel()) for p in params["parameters"].values())
+    named = options(sp, dp, remat, memory_budget, tile)
+    if indivisible(seq_len, sp):   # before the capture, the slow stage
+        raise CompileError(indivisible(seq_len, sp))
+    c = Compilation(batch, seq_len, pipeline or named.text(), remat, keep_ir)
+    files = run_stages(model, c)
     meta = {"compiler": f"autosp {__version__}", "model": model_name or type(model).__name__,
-            "mesh": program["mesh"], "remat": remat, "batch": batch, "seq_len": seq_len, "parameters": n_params,
-            "targets": ["host"], "pipeline": pipeline,
-            "stages": split_top(pipeline.removeprefix("builtin.module(")[:-1])}
-    return CompiledArtifact(files, meta, timings)
+            "mesh": json.loads(files["program.json"])["mesh"], "remat": remat, "batch": batch, "seq_len": seq_len,
+            "parameters": sum(int(torch.Size(p["shape"]).numel())
+                              for p in json.loads(files["params.json"])["parameters"].values()),
+            "targets": ["host"], "stages": [name for name, *_ in STAGES], "pipeline": c.pipeline,
+            "passes": _passes(c.pipeline)}
+    return CompiledArtifact(files, meta, c.timings)
+
+
+def _passes(pipeline: str) -> list[str]:
+    from autosp.passes import expand
+    return expand(pipeline)

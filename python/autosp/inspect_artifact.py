@@ -96,7 +96,8 @@ def report(art: Artifact) -> str:
              f"mesh         sp={prog['mesh']['sp']} x dp={prog['mesh']['dp']}   "
              f"step input [{man['batch']}, {man['seq_len']}] tokens",
              f"format       v{man['format_version']}  {man.get('compiler')}  targets: {', '.join(man.get('targets', []))}",
-             "stages       " + " -> ".join(["capture", "import"] + man.get("stages", []) + ["lower"]),
+             "stages       " + " -> ".join(f"sp({', '.join(man.get('passes', []))})" if s == "sp" else s
+                                       for s in man.get("stages", [])),
              f"remat        {_remat(info, man.get('remat'))}: the forward saves {_saved(prog)} for the backward"
              + _recomputed(info),
              *_tiled(info),

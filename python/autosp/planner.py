@@ -5,11 +5,12 @@ policy (every activation is linear in S/P; attention holds no S x S state), so t
 lengths give the whole line, and the longest S under a memory size follows."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import torch.nn as nn
 
-from autosp.frontend import CompileError, capture_train_step
+from autosp.frontend import capture_train_step
 
 POLICIES = ("none", "sac", "full")          # least recompute first
 COMPONENTS = ("parameters", "inputs", "saved", "gradients", "transient", "comm")
@@ -31,10 +32,13 @@ class Fit:
 
 def predicted_memory(model: nn.Module, batch: int, seq_len: int, sp: int, dp: int, policies, tile="auto") -> dict:
     """policy -> sp.memory of the compiled step at this length (one capture for all policies)."""
-    from .compiler import lower_step
+    from .compiler import Compilation, options, run_stages
     step = capture_train_step(model, batch, seq_len)
-    tile = int(tile) if isinstance(tile, str) and tile.isdigit() else tile
-    return {p: lower_step(step, sp, dp, p, None, tile)[2]["memory"] for p in policies}
+    memory = {}
+    for p in policies:
+        c = Compilation(batch, seq_len, options(sp, dp, p, None, tile).text(), p, step=step)
+        memory[p] = json.loads(run_stages(step, c, first="import")["plan.json"])["memory"]
+    return memory
 
 
 def longest_sequence(model: nn.Module, sp: int, memory: int, batch: int = 1, dp: int = 1,

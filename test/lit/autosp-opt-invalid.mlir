@@ -7,7 +7,7 @@
 // RUN: echo '"foo.bar"() : () -> ()' | %autosp-opt --allow-unregistered-dialect | FileCheck %s --check-prefix=ALLOW
 
 // NOPASS: <stdin>: error: {{.*}}'sp-no-such-pass' does not refer to a registered pass or pass pipeline
-// BADOPT: <stdin>: error: pass option 'sp' is not key=value
+// BADOPT: <stdin>: error: sp-partition-sequence: pass option 'sp' is not key=value
 // ALLOW:  "foo.bar"() : () -> ()
 
 func.func @syntax(%x: !torch.vtensor<[2,8],f32>) -> !torch.vtensor<[2,8],f32> {

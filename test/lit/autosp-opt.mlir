@@ -8,9 +8,25 @@
 // RUN: FileCheck %s --check-prefix=HOST --input-file %t.json
 // RUN: %autosp-opt --list-passes | FileCheck %s --check-prefix=LIST
 
-// LIST-DAG: sp-raise-attention {{ +}}raise captured attention fwd/bwd to sp.attention / sp.attention_grad
-// LIST-DAG: sp-propagate-sequence {{ +}}assign rep / partial / seq<d> layouts to every value
-// LIST-DAG: sp-partition-sequence {{ +}}shard the sequence across sp ranks: local shapes and collectives
+// Every pass with its summary, then each option with its type, default and meaning.
+// LIST:      sp-raise-attention {{ +}}raise captured attention fwd/bwd to sp.attention / sp.attention_grad
+// LIST-NEXT: sp-propagate-sequence {{ +}}assign rep / partial / seq<d> layouts to every value
+// LIST-NEXT: sp-partition-sequence {{ +}}shard the sequence across sp ranks: local shapes and collectives
+// LIST-NEXT:     sp=int, default 1: sequence-parallel degree: the ranks that share one sequence
+// LIST-NEXT:     dp=int, default 1: data-parallel degree: replicas with their own batches (world = sp x dp)
+// LIST-NEXT: sp-tile-sequence {{ +}}run the LM head + loss and the wide token-local regions (MLPs) in chunks of tokens (fwd and bwd)
+// LIST-NEXT:     chunks=int, default unset: token chunks per tiled region; unset: chosen from the shapes
+// LIST-NEXT: sp-plan-remat {{ +}}split the step into @forward/@backward; save or recompute per policy
+// LIST-NEXT:     policy=str (none | full | sac | auto), default sac: what the forward saves for the backward
+// LIST-NEXT:     budget=Bytes, default unset: policy=auto: the per-rank peak the plan must fit (e.g. 12GiB)
+// LIST-NEXT: sp-plan-memory {{ +}}lifetimes and the predicted per-rank peak of one step (sp.memory)
+// LIST-NEXT:     budget=Bytes, default unset: fail when the predicted per-rank peak exceeds it (e.g. 12GiB)
+// LIST-NEXT: sp-pipeline {{ +}}the default pipeline: captured step -> partitioned, tiled @forward/@backward with a memory plan
+// LIST-NEXT:     sp=int, default 1: sequence-parallel degree
+// LIST-NEXT:     dp=int, default 1: data-parallel degree (world = sp x dp)
+// LIST-NEXT:     remat=str (none | full | sac | auto), default sac: what the forward saves for the backward
+// LIST-NEXT:     budget=Bytes, default unset: per-rank memory budget: remat=auto plans to fit it, the memory plan fails above it
+// LIST-NEXT:     tile=str, default auto: token chunks for the LM head + loss and the MLPs: auto, N, or 0 (off)
 
 // One dump per pass and per chunk, in pipeline order; the nested cse dumps the func it ran on.
 // MIX:      // -----// IR Dump After sp-raise-attention: sp-raise-attention //----- //

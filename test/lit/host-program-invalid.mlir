@@ -2,7 +2,7 @@
 // ops; anything else is reported at its location instead of reaching the runtime.
 // RUN: not %autosp-opt %s --split-input-file --emit=host-program 2>&1 | FileCheck %s
 
-// CHECK: {{.*}}host-program-invalid.mlir:[[# @LINE + 1]]:1: error: the function has no 'sp.args' attribute; it is set by the importer (argument roles)
+// CHECK: {{.*}}host-program-invalid.mlir:[[# @LINE + 1]]:1: error: the function has no 'sp.args' attribute; it is set by the importer
 func.func @no_signature(%x: !torch.vtensor<[2,8],f32>) -> !torch.vtensor<[2,8],f32> {
   return %x : !torch.vtensor<[2,8],f32>
 }

@@ -22,7 +22,7 @@ config.suffixes = [".mlir"]
 config.test_format = lit.formats.ShTest(execute_external=False)
 config.test_source_root = os.path.dirname(os.path.abspath(__file__))
 config.test_exec_root = os.path.join(config.test_source_root, "Output")
-config.excludes = ["tools", "Output"]
+config.excludes = ["tools", "Output", "Inputs"]
 
 
 def _console_script(name: str) -> str | None:

@@ -27,7 +27,7 @@
 // FULL:         %[[FO:[0-9]+]]:2 = "sp.attention"
 // FULL:         return %{{.*}}, %[[R]], %[[FO]]#0 :
 // FULL-LABEL: func.func @backward(%arg0: !torch.vtensor<[2,4,8,8],f32>, %arg1: !torch.vtensor<[2,4,8,8],f32>, %arg2: !torch.vtensor<[2,4,8,8],f32>, %arg3: !torch.vtensor<[2,4,8,8],f32>)
-// The recompute cost (remat_budget.py's model): causal attention 4 x 512 x 8 / 2 FLOPs, the product 512.
+// The recompute cost (sp_plan_remat_auto.py's model): causal attention 4 x 512 x 8 / 2 FLOPs, the product 512.
 // FULL-SAME:    sp.recomputed = {bytes = 14592 : i64, flops = 8704 : i64, ops = 2 : i64}
 // FULL-NOT:     "sp.all_reduce"
 // FULL:         %[[O:[0-9]+]]:2 = "sp.attention"(%arg2, %arg2, %arg2)
@@ -46,7 +46,7 @@
 // SAC-NEXT:     %[[A:[0-9]+]] = torch.aten.mul.Tensor %arg1, %arg0
 // SAC-NEXT:     torch.aten.mul.Tensor %[[G]]#0, %[[A]]
 
-// BAD: error: sp-plan-remat: unknown remat policy 'most'; use one of none, full, sac, auto{{$}}
+// BAD: error: sp-plan-remat: policy='most' is not one of none, full, sac, auto{{$}}
 #l0 = loc("model.layers.0.mlp"("model.py":10:0))
 #l1 = loc("model.layers.1.self_attn"("model.py":20:0))
 #top = loc("lm_head"("model.py":30:0))

@@ -4,7 +4,7 @@
 
 // === the step's signature
 
-// CHECK: {{.*}}sp-propagate-sequence-invalid.mlir:[[# @LINE + 1]]:1: error: sp-propagate-sequence: the function has no 'sp.args' attribute; it is set by the importer (argument roles)
+// CHECK: {{.*}}sp-propagate-sequence-invalid.mlir:[[# @LINE + 1]]:1: error: sp-propagate-sequence: the function has no 'sp.args' attribute; it is set by the importer
 func.func @no_signature(%ids: !torch.vtensor<[2,8],si64>) -> !torch.vtensor<[2,8],si64> {
   return %ids : !torch.vtensor<[2,8],si64>
 }

@@ -6,8 +6,9 @@
 // The pass runs on the joint step, before sp-plan-remat splits it.
 // RUN: not %autosp-opt %s --pass-pipeline='builtin.module(sp-plan-remat,sp-tile-sequence)' 2>&1 | FileCheck %s --check-prefix=SPLIT
 
-// ZERO: {{.*}}sp-tile-sequence-invalid.mlir:[[# @LINE + 4]]:1: error: sp-tile-sequence: chunks=0: the number of token chunks must be at least 1
-// WORD: {{.*}}sp-tile-sequence-invalid.mlir:[[# @LINE + 3]]:1: error: sp-tile-sequence: chunks='four' is not an integer
+// Options are checked before any pass runs: the errors name the file, not a line.
+// ZERO: {{.*}}sp-tile-sequence-invalid.mlir: error: sp-tile-sequence: chunks=0 is below its minimum 1 (token chunks per tiled region; unset: chosen from the shapes)
+// WORD: {{.*}}sp-tile-sequence-invalid.mlir: error: sp-tile-sequence: chunks='four' is not an integer
 // MANY: {{.*}}sp-tile-sequence-invalid.mlir:[[# @LINE + 11]]:{{[0-9]+}}: error: sp-tile-sequence: chunks=9 exceeds the 8 token rows of the loss ([8, 16] log-probabilities)
 // SPLIT: error: sp-tile-sequence: the step is already split into @forward/@backward: sp-tile-sequence runs on the joint step, before sp-plan-remat
 func.func @head(%w: !torch.vtensor<[16,4],f32>, %h: !torch.vtensor<[8,4],f32>, %tgt: !torch.vtensor<[8],si64>) -> !torch.vtensor<[],f32> attributes {sp.args = ["param:w", "input:h", "input:labels"], sp.results = ["loss"]} {

@@ -117,3 +117,9 @@ def tiny_llama_tied() -> nn.Module:
 
 def dropout_model() -> nn.Module:
     return DropoutModel()
+
+
+def one_layer_llama() -> nn.Module:
+    """The smallest tiny-llama with every part of one (GQA, RoPE, MLP): test/lit/Inputs/tiny-llama-step.mlir."""
+    return TinyLlamaForCausalLM(TinyLlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32,
+                                                num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1))

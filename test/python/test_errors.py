@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
+import subprocess
 
 import pytest
 import torch
@@ -25,9 +27,15 @@ def test_seq_not_divisible():
         _compile("builtin:tiny-llama", sp=4, seq=18)
 
 
-def test_heads_not_divisible():
-    with pytest.raises(CompileError, match=r"attention has 4 heads, which sp=8 does not divide"):
+def test_heads_not_divisible_and_the_command_that_reproduces_it():
+    with pytest.raises(CompileError, match=r"attention has 4 heads, which sp=8 does not divide") as e:
         _compile("builtin:tiny-llama", sp=8, seq=16)
+    # the sp stage failed: autosp-opt on the IR it was given fails the same way
+    cmd = e.value.reproduce
+    assert cmd.startswith("autosp-opt ") and "sp-pipeline{sp=8}" in cmd and cmd in "".join(e.value.__notes__)
+    r = subprocess.run(shlex.split(cmd), capture_output=True, text=True)
+    assert r.returncode == 1 and "attention has 4 heads, which sp=8 does not divide" in r.stderr, r.stderr
+    os.remove(shlex.split(cmd)[1])
 
 
 def _line_of(text: str) -> int:

@@ -85,9 +85,9 @@ def _mlp_rows(path: str, f: int) -> dict[str, int]:
 @pytest.mark.parametrize("sp", [1, 2])
 def test_tiled_matches_eager(sp, compiled):
     path = compiled(TINY, sp)
-    stages = json.load(open(os.path.join(path, "manifest.json")))["stages"]
-    assert f"sp-tile-sequence{{chunks={CHUNKS}}}" in stages
-    assert stages.index(f"sp-tile-sequence{{chunks={CHUNKS}}}") < stages.index("sp-plan-remat{policy=sac}")
+    passes = json.load(open(os.path.join(path, "manifest.json")))["passes"]
+    assert f"sp-tile-sequence{{chunks={CHUNKS}}}" in passes
+    assert passes.index(f"sp-tile-sequence{{chunks={CHUNKS}}}") < passes.index("sp-plan-remat{policy=sac}")
     _ok(verify(path, TINY, sp, steps=2))
 
 
@@ -173,7 +173,7 @@ def test_auto_chunks_hf(model, wide, hf_dir, compiled):
     to the embedding; GPT-NeoX's MLP is GELU with biases (their gradients are summed chunk by chunk)."""
     spec = spec_for(model, hf_dir)
     path = compiled(spec, 2, tile="auto", seq=16)
-    assert "sp-tile-sequence" in json.load(open(os.path.join(path, "manifest.json")))["stages"]
+    assert "sp-tile-sequence" in json.load(open(os.path.join(path, "manifest.json")))["passes"]
     assert _log_softmax_shapes(path)["forward"] == [[8, 96], [8, 96]]
     rows = 16 // min(math.ceil(2 * wide / 32), 8)
     assert _mlp_rows(path, wide) == {"forward": rows, "backward": rows}

@@ -17,7 +17,7 @@ import tempfile
 
 
 def _compile(spec: str, seq_len: int, batch: int, sp: int, dp: int, out: str, remat: str = "sac",
-             memory_budget: str | None = None, tile: str | None = None) -> None:
+             memory_budget: str | None = None, tile: str | None = None, keep_ir: bool = False) -> None:
     import torch
 
     import autosp
@@ -26,11 +26,10 @@ def _compile(spec: str, seq_len: int, batch: int, sp: int, dp: int, out: str, re
     ids = torch.zeros(batch, seq_len, dtype=torch.long)
     print(f"compiling {spec} for [{batch}, {seq_len}] tokens, sp={sp} x dp={dp} ...", flush=True)
     art = autosp.compile(model, example_inputs=(ids, ids), sp=sp, dp=dp, remat=remat, memory_budget=memory_budget,
-                         tile=int(tile) if tile and tile.isdigit() else tile, model_name=spec)
+                         tile=int(tile) if tile and tile.isdigit() else tile, model_name=spec, keep_ir=keep_ir)
     art.save(out)
     t = art.timings
-    print(f"wrote {out}: {art.num_instructions} instructions; capture {t['capture']:.1f} s, "
-          f"import {t['import']:.1f} s, passes {t['passes']:.1f} s, lower {t['lower']:.1f} s")
+    print(f"wrote {out}: {art.num_instructions} instructions; " + ", ".join(f"{stage} {s:.1f} s" for stage, s in t.items()))
 
 
 def _source(out: str, override: str | None) -> str:
@@ -42,7 +41,7 @@ def _source(out: str, override: str | None) -> str:
 
 
 def cmd_compile(a) -> int:
-    _compile(a.model, a.seq_len, a.batch, a.sp, a.dp, a.output, a.remat, a.memory_budget, a.tile)
+    _compile(a.model, a.seq_len, a.batch, a.sp, a.dp, a.output, a.remat, a.memory_budget, a.tile, a.keep_ir)
     return 0
 
 
@@ -122,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
                         "per-value plan with the least recompute that fits --memory-budget)")
     c.add_argument("--memory-budget", help="per-rank bytes or e.g. 12GiB; compiling fails above it")
     c.add_argument("--tile", default="auto", help="LM head + loss and MLPs in N token chunks, 'auto' (default) or 0 (off)")
+    c.add_argument("--keep-ir", action="store_true",
+                   help="keep every stage's IR in the artifact: ir/<n>-<stage>.* (capture, import, sp, host)")
     c.add_argument("-o", "--output", required=True)
     c.set_defaults(fn=cmd_compile)
     pl = sub.add_parser("plan", help="the longest sequence that fits a memory size, per remat policy")
@@ -166,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
         return a.fn(a)
     except (CompileError, ArtifactError) as e:
         print(f"autospc: {e}", file=sys.stderr)
+        if getattr(e, "reproduce", None):
+            print(f"autospc: note: reproduce with: {e.reproduce}", file=sys.stderr)
         return 2
 
 

@@ -23,8 +23,24 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--allow-unregistered-dialect", action="store_true")
     ap.add_argument("--emit", choices=["mlir", "host-program"], default="mlir",
                     help="print MLIR, or the host program lowered from it (JSON)")
-    ap.add_argument("--list-passes", action="store_true", help="list the autosp passes and exit")
+    ap.add_argument("--list-passes", action="store_true", help="list the autosp passes with their options and exit")
     return ap
+
+
+def list_passes(passes: dict) -> str:
+    """Every pass with its summary, and each option with its type, default and meaning."""
+    import typing
+    lines = []
+    for name, cls in passes.items():
+        lines.append(f"{name:24s} {cls.summary()}")
+        hints = typing.get_type_hints(cls)
+        for f in cls.options():
+            kind = " | ".join(getattr(t, "__name__", str(t)) for t in (typing.get_args(hints[f.name]) or (hints[f.name],))
+                              if t is not type(None))
+            choices = f" ({' | '.join(f.metadata['choices'])})" if f.metadata.get("choices") else ""
+            default = "unset" if f.default is None else f.default
+            lines.append(f"    {f.name}={kind}{choices}, default {default}: {f.metadata['help']}")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,11 +50,10 @@ def main(argv: list[str] | None = None) -> int:
 
     from autosp.dialects import sp
     from autosp.passes import PASSES, PassError, build_pass_manager
-    from autosp.passes.host_program import lower_to_host_program
+    from autosp.lowering.host_program import lower_to_host_program
 
     if a.list_passes:
-        for p in PASSES.values():
-            print(f"{p.name:28s} {p.description}")
+        print(list_passes(PASSES))
         return 0
     text = sys.stdin.read() if a.input == "-" else open(a.input).read()
     fname = "<stdin>" if a.input == "-" else a.input

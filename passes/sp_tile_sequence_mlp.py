@@ -43,7 +43,8 @@ from torch_mlir import ir
 
 from autosp.dialects.sp import vtensor_shape
 from .layouts import PARTIAL, REP, Layout
-from .registry import PassError, func_attr
+from .attributes import func_attr
+from .base import PassError
 from .ops import A, ELEMENTWISE, LIST, RESHAPE, UNPACK
 from .tiling import Builder, NoMatch, bounds, erase_all, hoist_plan, owner, record, uses
 from .torch_ir import body_ops, const_value, is_tensor, is_tensor_list, op_name, shape, strings, with_shape

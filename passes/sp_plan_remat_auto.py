@@ -33,7 +33,7 @@ from torch_mlir import ir
 
 from autosp.units import human
 
-from .registry import PassError
+from .base import PassError
 from .ops import VIEWS
 from .sp_plan_memory import PARTS, breakdown, nbytes
 from .torch_ir import is_tensor, op_name, shape

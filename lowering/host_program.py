@@ -19,11 +19,12 @@ from typing import Any
 import torch
 from torch_mlir import ir
 
+from autosp.passes.aten_call import ELEMENT_TYPES, decode, overload_name
+from autosp.passes.attributes import func_attr
+from autosp.passes.base import PassError
+from autosp.passes.ops import CONSTANT, IDENTITY, LIST, UNPACK
+from autosp.passes.torch_ir import body_ops, dtype_str, funcs_of, location_str, op_name, strings
 from autosp.runtime.artifact import ALLOWED_ATEN, DTYPE_NAMES, FORMAT_VERSION
-from .aten_call import ELEMENT_TYPES, decode, overload_name
-from .ops import CONSTANT, IDENTITY, LIST, UNPACK
-from .registry import PassError, func_attr
-from .torch_ir import body_ops, dtype_str, funcs_of, location_str, op_name, strings
 
 _SKIP = (CONSTANT, LIST)   # operands of the instructions that read them
 

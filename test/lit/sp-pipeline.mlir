@@ -1,0 +1,40 @@
+// sp-pipeline{sp= dp= remat= budget= tile=}: the default pipeline as one named pass, run end to end on
+// a captured step (Inputs/tiny-llama-step.mlir: `autospc compile py:models:one_layer_llama --seq-len 8
+// --batch 1 --keep-ir`, its ir/1-import.mlir). It is exactly the list of passes it names.
+// RUN: %autosp-opt %S/Inputs/tiny-llama-step.mlir --pass-pipeline='builtin.module(sp-pipeline{sp=2})' > %t.named
+// RUN: FileCheck %s < %t.named
+// RUN: %autosp-opt %S/Inputs/tiny-llama-step.mlir --pass-pipeline='builtin.module(sp-raise-attention,sp-propagate-sequence,sp-partition-sequence{sp=2 dp=1},canonicalize,cse,sp-tile-sequence,sp-plan-remat{policy=sac},sp-plan-memory)' > %t.listed
+// RUN: diff %t.named %t.listed
+// RUN: %autosp-opt %S/Inputs/tiny-llama-step.mlir --pass-pipeline='builtin.module(sp-pipeline{sp=2 remat=auto budget=1GiB tile=0})' | FileCheck %s --check-prefix=AUTO
+// RUN: %autosp-opt %S/Inputs/tiny-llama-step.mlir --pass-pipeline='builtin.module(sp-pipeline{sp=2})' --emit=host-program | FileCheck %s --check-prefix=HOST
+
+// Partitioned for 2 ranks, the MLP tiled, the memory plan made; one @forward and one @backward.
+// CHECK: module attributes {sp.memory = {{{.*}}predicted_peak_bytes = {{[0-9]+}} : i64
+// CHECK-SAME: sp.mesh = {dp = 1 : i64, sp = 2 : i64}
+// CHECK-SAME: sp.tiles = [{chunks = 4 : i64, kind = "mlp", module = "model.layers.0.mlp", tokens = 4 : i64, width = 32 : i64}]
+// CHECK: func.func @forward(
+// CHECK-SAME: %arg13: !torch.vtensor<[1,8],si64>, %arg14: !torch.vtensor<[1,8],si64>)
+// CHECK-SAME: sp.remat = "sac"
+// CHECK: "sp.shard_slice"
+// CHECK: "sp.all_to_all"
+// CHECK: "sp.attention"
+// CHECK: "sp.halo"
+// CHECK: func.func @backward(
+// CHECK: "sp.attention_grad"
+// CHECK: "sp.all_reduce"
+// CHECK-NOT: func.func @train_step
+
+// remat=auto with a roomy budget saves everything; tile=0 leaves the MLP whole.
+// AUTO: module attributes {sp.memory = {{{.*}}}, sp.mesh = {dp = 1 : i64, sp = 2 : i64}, sp.remat_auto = {budget_bytes = 1073741824 : i64, chosen = "none"
+// AUTO-NOT: sp.tiles
+// AUTO: sp.remat = "none"
+
+// The host program the runtime executes.
+// HOST: "format_version": 1,
+// HOST-NEXT: "mesh": {
+// HOST-NEXT:  "sp": 2,
+// HOST-NEXT:  "dp": 1
+// HOST: "forward": {
+// HOST: "op": "sp.attention",
+// HOST: "backward": {
+// HOST: "op": "sp.attention_grad",
