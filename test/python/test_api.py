@@ -33,6 +33,7 @@ def test_state_dict_names_match_source(art_path):
     assert all(torch.equal(a, b) for a, b in zip(m.state_dict().values(), src.state_dict().values()))
 
 
+@pytest.mark.in_process
 def test_torch_save_roundtrip_and_sgd(art_path):
     src = load_model("builtin:tiny-llama")
     m = autosp.load(art_path)
@@ -56,6 +57,7 @@ def test_torch_save_roundtrip_and_sgd(art_path):
     assert abs(src(ids, labels).item() - after.item()) <= 1e-5 * abs(after.item())
 
 
+@pytest.mark.in_process
 def test_grad_accumulates_and_scales(art_path):
     m = autosp.load(art_path)
     m.load_state_dict(load_model("builtin:tiny-llama").state_dict())

@@ -83,6 +83,7 @@ def _drop_rate(masks: list[torch.Tensor]) -> float:
     return 1 - sum(m.sum().item() for m in masks) / sum(m.numel() for m in masks)
 
 
+@pytest.mark.in_process
 def test_sp1_none_sac_identical_and_matches_eager(compile_to):
     none, sac = _train([compile_to(SPEC, 1, remat="none"), compile_to(SPEC, 1, remat="sac")], SPEC)
     assert not _differences(none, sac)
