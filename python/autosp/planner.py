@@ -93,7 +93,8 @@ def _fit(model, sp, dp, memory, batch, policies, tile, g, s1, s2, optimizers: di
             at = {k: int(c0 + c1 * s) for k, (c0, c1) in line.items()}
             at["optimizer"] = states
             peak = int(base[0] + base[1] * s + max(line[k][0] + line[k][1] * s for k in SIDES))
-            limit = max(COMPONENTS + ("optimizer",), key=lambda k: at[k]) if s else "parameters (nothing fits)"
+            limit = max(COMPONENTS + ("optimizer",), key=lambda k: at[k]) if s else \
+                ("parameters + optimizer states" if states else "parameters") + " (nothing fits)"
             fits.append(Fit(p, s, peak, {k: at[k] for k in COMPONENTS + ("optimizer",)}, limit, name))
     return fits
 
