@@ -143,7 +143,9 @@ class Program:
                 res = fn(*[regs[v] if k == REG else value(regs, k, v) for k, v in operands])
             except Exception as e:
                 inst = self.program["instructions"][idx]
-                raise ProgramError(f"instruction {idx} ({inst['op']}, {inst['loc']}): {e}") from e
+                # an out-of-memory stays catchable as such: callers back off or probe lengths with it
+                kind = torch.OutOfMemoryError if isinstance(e, torch.OutOfMemoryError) else ProgramError
+                raise kind(f"instruction {idx} ({inst['op']}, {inst['loc']}): {e}") from e
             if len(out) == 1:
                 regs[out[0]] = res
             else:

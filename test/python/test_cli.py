@@ -54,6 +54,9 @@ def test_train_spawned(art):
     r = run("autospc", "train", art, "--nproc", "2", "--steps", "6")
     losses = [float(x) for x in re.findall(r"step\s+\d+/6\s+loss (\d+\.\d+)", r.stdout)]
     assert len(losses) == 6 and losses[-1] < losses[0]
+    # ZeRO-1: AdamW's states sharded over the 2 ranks, the same steps (bit-identical: test_zero.py)
+    z = run("autospc", "train", art, "--nproc", "2", "--steps", "6", "--zero")
+    assert re.findall(r"step\s+\d+/6\s+loss (\d+\.\d+)", z.stdout) == [f"{x:.4f}" for x in losses]
 
 
 @pytest.mark.skipif(shutil.which("torchrun") is None, reason="torchrun not on PATH")

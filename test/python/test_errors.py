@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -144,6 +145,45 @@ def test_wrong_input_shape(artifact):
     m = autosp.load(artifact)
     with pytest.raises(ValueError, match=r"compiled for input_ids and labels of shape \[2, 16\], got \[2, 8\]"):
         m(torch.zeros(2, 8, dtype=torch.long), torch.zeros(2, 8, dtype=torch.long))
+
+
+def _fail_attention(monkeypatch, error: Exception) -> None:
+    """The attention kernel fails as an allocation would (the executor looks it up at every call)."""
+    from autosp.runtime import kernels
+
+    def fail(*args, **kwargs):
+        raise error
+    monkeypatch.setattr(kernels, "attention", fail)
+
+
+def _attention_line() -> str:
+    from autosp.frontend import tiny_llama
+    with open(tiny_llama.__file__) as f:
+        line = next(i for i, text in enumerate(f, 1) if "scaled_dot_product_attention(" in text)
+    return f"{tiny_llama.__file__}:{line}"
+
+
+def test_out_of_memory_stays_catchable(artifact, monkeypatch):
+    """A CUDA OOM inside a step is torch.OutOfMemoryError (backing off with `except` works), with the
+    instruction and the model line added; provoked on CPU by a fake allocation failure."""
+    m = autosp.load(artifact)
+    _fail_attention(monkeypatch, torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"))
+    ids = torch.zeros(2, 16, dtype=torch.long)
+    with pytest.raises(torch.OutOfMemoryError) as e:
+        m(ids, ids)
+    assert not isinstance(e.value, autosp.runtime.executor.ProgramError)
+    assert re.fullmatch(rf"instruction \d+ \(sp\.attention, {re.escape(_attention_line())}\): "
+                        r"CUDA out of memory\. Tried to allocate 2\.00 GiB", str(e.value)), str(e.value)
+
+
+def test_other_step_failure_is_program_error(artifact, monkeypatch):
+    from autosp.runtime.executor import ProgramError
+    m = autosp.load(artifact)
+    _fail_attention(monkeypatch, RuntimeError("kernel launch failed"))
+    ids = torch.zeros(2, 16, dtype=torch.long)
+    with pytest.raises(ProgramError, match=rf"instruction \d+ \(sp\.attention, {re.escape(_attention_line())}\): "
+                                           r"kernel launch failed$"):
+        m(ids, ids)
 
 
 def test_sp_artifact_without_process_group(tmp_path):

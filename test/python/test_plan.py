@@ -10,7 +10,7 @@ import torch
 
 import autosp
 from autosp.frontend import CompileError, load_model
-from autosp.planner import longest_sequence
+from autosp.planner import longest_sequence, optimizer_state_bytes
 from test_memory import _measure
 
 MiB = 2 ** 20
@@ -68,10 +68,36 @@ def test_auto_takes_least_recompute_that_fits():
         autosp.compile(model, (ids, ids), sp=1, remat="auto")
 
 
+def test_training_peak_counts_optimizer_states():
+    """Training holds AdamW's states through the step: the longest S shrinks by what they take, and
+    the answer's peak is the step's own predicted peak at that length plus the states."""
+    budget = 16 * MiB
+    model = load_model("builtin:tiny-llama", empty=True)
+    states = {"": 0, "AdamW": optimizer_state_bytes(model), "ZeRO-1": optimizer_state_bytes(model, ranks=4)}
+    assert states["AdamW"] == 2 * 4 * sum(p.numel() for p in model.parameters())     # 2 fp32 per parameter
+    fits = {f.optimizer: f for f in longest_sequence(model, sp=1, memory=budget, batch=2, policies=("sac",),
+                                                     optimizers=states)}
+    assert fits[""].seq_len > fits["ZeRO-1"].seq_len > fits["AdamW"].seq_len > 0
+    for name, f in fits.items():
+        assert f.breakdown["optimizer"] == states[name] and f.predicted_peak_bytes <= budget
+    s = fits["AdamW"].seq_len
+    ids = torch.zeros(2, s, dtype=torch.long)
+    step = json.loads(autosp.compile(model, (ids, ids), sp=1, remat="sac").files["plan.json"])["memory"]
+    assert abs(step["predicted_peak_bytes"] + states["AdamW"] - fits["AdamW"].predicted_peak_bytes) <= 0.02 * budget
+
+
 def test_plan_cli():
     r = subprocess.run(["autospc", "plan", "builtin:tiny-llama", "--sp", "2", "--batch", "2", "--memory", "24MiB"],
                        capture_output=True, text=True, env=dict(os.environ))
     assert r.returncode == 0, r.stderr
+    assert "sharded over the 2 ranks by ZeroRedundancyOptimizer (ZeRO-1)" in r.stdout.splitlines()[0]
     rows = [line.split() for line in r.stdout.splitlines()[2:]]
-    assert [row[0] for row in rows] == ["none", "sac", "full"]
-    assert all(int(row[1].replace(",", "")) % 2 == 0 and "limited" in " ".join(row) for row in rows)
+    # policy, optimizer, states (value unit), seq_len, peak (value unit), limited by ...
+    assert [(row[0], row[1]) for row in rows] == [(p, o) for p in ("none", "sac", "full") for o in ("AdamW", "ZeRO-1")]
+    assert all(int(row[4].replace(",", "")) % 2 == 0 and "limited" in " ".join(row) for row in rows)
+    from autosp.inspect_artifact import human
+    model = load_model("builtin:tiny-llama", empty=True)
+    for adamw, zero in zip(rows[::2], rows[1::2]):
+        assert " ".join(adamw[2:4]) == human(optimizer_state_bytes(model))
+        assert " ".join(zero[2:4]) == human(optimizer_state_bytes(model, ranks=2))
+        assert int(zero[4].replace(",", "")) >= int(adamw[4].replace(",", ""))

@@ -4,7 +4,7 @@ verify it against eager.
   autospc compile builtin:tiny-llama --seq-len 256 --batch 2 --sp 2 -o m.autosp
   autospc inspect m.autosp [--json] [--plot timeline.png]
   autospc plan builtin:tiny-llama --sp 2 --memory 64MiB
-  autospc train m.autosp --nproc 2 --steps 40        (or: torchrun --nproc-per-node 2 -m autosp.cli.autospc train m.autosp)
+  autospc train m.autosp --nproc 2 --steps 40 [--zero]   (or: torchrun --nproc-per-node 2 -m autosp.cli.autospc train m.autosp)
   autospc verify m.autosp --nproc 2
   autospc demo
 """
@@ -60,14 +60,17 @@ def cmd_inspect(a) -> int:
 
 def cmd_plan(a) -> int:
     from autosp.frontend.sources import load_model
+    from autosp.planner import longest_sequence, optimizer_state_bytes
     from autosp.units import human, parse_bytes
-    from autosp.planner import longest_sequence
     memory = parse_bytes(a.memory)
-    fits = longest_sequence(load_model(a.model, empty=True), a.sp, memory, batch=a.batch, dp=a.dp,
-                            tile=a.tile)
-    print(f"{a.model}: the longest sequence per policy at batch {a.batch}, sp={a.sp}, within {human(memory)} "
-          "per rank (predicted, nothing run)")
-    print(f"{'policy':6s} {'seq_len':>10s} {'peak':>12s}")
+    model = load_model(a.model, empty=True)
+    ranks = a.sp * a.dp
+    optimizers = {"AdamW": optimizer_state_bytes(model), "ZeRO-1": optimizer_state_bytes(model, ranks)}
+    fits = longest_sequence(model, a.sp, memory, batch=a.batch, dp=a.dp, tile=a.tile, optimizers=optimizers)
+    print(f"{a.model}: the longest sequence per policy at batch {a.batch}, sp={a.sp} x dp={a.dp}, within "
+          f"{human(memory)} per rank, training with AdamW (2 states per parameter) on every rank, or "
+          f"sharded over the {ranks} ranks by ZeroRedundancyOptimizer (ZeRO-1) (predicted, nothing run)")
+    print(f"{'policy':6s} {'optimizer':9s} {'states':>10s} {'seq_len':>10s} {'peak':>12s}")
     for f in fits:
         print(f.row())
     return 0
@@ -75,7 +78,7 @@ def cmd_plan(a) -> int:
 
 def cmd_train(a) -> int:
     from autosp.train import train
-    train(a.artifact, _source(a.artifact, a.model), a.nproc, a.steps, a.lr, a.seed)
+    train(a.artifact, _source(a.artifact, a.model), a.nproc, a.steps, a.lr, a.seed, a.zero)
     return 0
 
 
@@ -148,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
         if name == "train":
             t.add_argument("--steps", type=int, default=20)
             t.add_argument("--lr", type=float, default=3e-3)
+            t.add_argument("--zero", action="store_true",
+                           help="shard AdamW's states over all sp x dp ranks (ZeroRedundancyOptimizer, ZeRO-1)")
         else:
             t.add_argument("--steps", type=int, default=1, help="optimizer steps to keep in lockstep")
             t.add_argument("--tol", type=float, default=1e-5)

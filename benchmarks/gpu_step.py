@@ -1,0 +1,596 @@
+"""One GPU, one run: autosp's training step against Hugging Face baselines, side by side.
+
+Two halves, because the GPU machine has no torch-mlir:
+
+    python benchmarks/gpu_step.py --compile DIR [--tiny]      # CPU host: writes every artifact into DIR
+    python benchmarks/gpu_step.py --run DIR                   # GPU machine: torch, transformers, autosp runtime
+    python benchmarks/gpu_step.py --run DIR --device cpu      # the same path on CPU (with a --tiny DIR)
+
+DIR holds the model configs (config.json, no weights: every side builds the model with seed 0 via
+autosp.frontend.load_model, so all configurations hold the same weights) and the artifacts, each
+without program.mlir (the runtime does not read it), so DIR stays small: ~0.6 MiB per artifact, 19
+artifacts (fp32) in 10.7 MiB. A DIR named *.autosp inside the repository is git-ignored; carry it.
+
+The model: a Llama (hidden 1024, 4 layers, heads 16/8, intermediate 2816, vocab 32000; --tiny: hidden
+64, 2 layers, vocab 256), batch 1, sp = 1. Precisions: fp32 (TF32 matmuls for the timings, TF32 off
+for the correctness check) and bf16 (HF under torch.autocast(bfloat16) with fp32 parameters; autosp
+compiled with precision="bf16" when the installed autosp has it, else its rows say so).
+
+Configurations:
+  HF eager           model(input_ids=, labels=, use_cache=False).loss.backward(), attn "sdpa"
+  HF + gc            the same after model.gradient_checkpointing_enable()
+  torch.compile(HF)  torch.compile(model) (inductor), same call; left out of the cap search (its
+                     activations are eager's, and each S would recompile)
+  ALST-style         HF + gc, the decoder's last hidden state through the LM head and the loss in
+                     checkpointed chunks of --alst-chunk tokens (as ALST's tiled loss / Liger's fused
+                     linear cross-entropy do): one chunk's logits live at a time
+  autosp none|sac|auto   autosp.load(artifact) + load_state_dict; auto compiled with memory_budget = cap
+
+Sections:
+  1. correctness at the common S: loss relative error, worst gradient error (max |err| / max |grad|)
+     and the least gradient cosine of each autosp configuration vs HF eager in the same precision;
+  2. step time (1 warmup + median of --steps) and peak memory at the common S, each autosp
+     prediction (plan.json predicted_peak_bytes) next to its measurement; on CUDA the peak is
+     torch.cuda.max_memory_allocated over a step with nothing else on the GPU (parameters, inputs,
+     every activation and gradient; .grad set to None before it), as the prediction counts; on CPU
+     autosp's own live-bytes count, none for HF;
+  3. the longest S of a ladder that runs under the cap (torch.cuda.set_per_process_memory_fraction;
+     a probe fits when one step raises no torch.OutOfMemoryError); autosp runs the artifacts --compile
+     made (it stops a ladder one S past a prediction above 1.25 x cap, or at the first S that `auto`
+     cannot fit); on CPU there is no cap: every probe that runs fits;
+  4. a per-rank simulation of sp = 8: a Llama-3.1-8B-shaped model with 2 layers at S = 64K and 128K
+     compiled for sp = 8; one rank's program runs in a fake process group (torch.testing's FakeStore,
+     backend "fake": collectives return without moving data). It simulates the last rank: its label
+     halo is the fill value, so no collective's unfilled buffer reaches an index. Step time, peak,
+     prediction, and model FLOP utilization: (6 x matmul parameters x tokens + 6 x layers x S^2 x
+     attention width, causal) / sp per rank per step over the device's dense peak (bf16, or TF32 for
+     fp32; H100/H200 known, else --peak-tflops).
+Goals (PASS/FAIL, issue 10): autosp bf16 sac within 10% of its predicted peak; step time of none
+<= 1.0x HF eager and of sac <= 1.15x torch.compile(HF) at the common S; sac reaches >= 8x the longest
+S of HF + gc under the cap; auto reaches at least ALST-style's longest S and at that S steps in <= 0.9x
+its time.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import inspect
+import json
+import os
+import statistics
+import sys
+import time
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from max_context import mib, parse_bytes  # noqa: E402
+
+PRECISIONS = ("fp32", "bf16")
+POLICIES = ("none", "sac", "auto")
+HF = ("HF eager", "HF + gc", "torch.compile(HF)", "ALST-style")
+LLAMA = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "tie_word_embeddings": False,
+         "max_position_embeddings": 1 << 20}
+SHAPES = {
+    "full": {"model": {"hidden_size": 1024, "intermediate_size": 2816, "num_hidden_layers": 4,
+                       "num_attention_heads": 16, "num_key_value_heads": 8, "vocab_size": 32000},
+             "seq": 4096, "cap": "8GiB", "ladder": [1024, 2048, 4096, 8192, 16384, 32768, 65536, 98304, 131072],
+             "alst_chunk": 2048,
+             # Llama-3.1-8B, 2 of its 32 layers
+             "sim": {"hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 2,
+                     "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
+                     "rope_theta": 500000.0, "rms_norm_eps": 1e-5,
+                     "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                      "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}},
+             "sim_seqs": [65536, 131072]},
+    "tiny": {"model": {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+                       "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256},
+             "seq": 128, "cap": "3MiB", "ladder": [64, 128, 256, 512], "alst_chunk": 32,
+             "sim": {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+                     "num_attention_heads": 8, "num_key_value_heads": 2, "vocab_size": 256},
+             "sim_seqs": [256, 512]},
+}
+SIM_SP = 8
+PREDICTION_MARGIN = 1.25          # the autosp ladders stop one S past a prediction above this x cap
+# dense peak FLOP/s (bf16, tf32) by device name
+PEAK_FLOPS = {"H200": (989.4e12, 494.7e12), "H100": (989.4e12, 494.7e12), "A100": (312e12, 156e12)}
+
+
+# ------------------------------------------------------------------------------------- compile (CPU host)
+
+def _write_config(path: str, cfg: dict) -> None:
+    os.makedirs(path, exist_ok=True)
+    with open(os.path.join(path, "config.json"), "w") as f:
+        json.dump({**LLAMA, **cfg}, f, indent=1)
+
+
+def _compile_one(model, seq: int, sp: int, remat: str, precision: str, budget: int, out: str, rel: str) -> dict:
+    """One artifact into out/rel; {path, predicted, remat, compile_s} or {error}."""
+    import autosp
+    from autosp.frontend import CompileError
+    kw: dict = {"remat": remat}
+    if remat == "auto":
+        kw["memory_budget"] = budget
+    if precision != "fp32":
+        kw["precision"] = precision
+    ids = torch.zeros(1, seq, dtype=torch.long)
+    t = time.perf_counter()
+    try:
+        art = autosp.compile(model, (ids, ids.clone()), sp=sp, **kw)
+    except CompileError as e:
+        return {"error": f"compile: {str(e).splitlines()[0][:200]}"}
+    del art.files["program.mlir"]         # for reading only: the runtime does not load it
+    art.save(os.path.join(out, rel))
+    plan = json.loads(art.files["plan.json"])
+    return {"path": rel, "predicted": plan["memory"]["predicted_peak_bytes"],
+            "remat": plan.get("auto", {}).get("chosen", remat), "compile_s": time.perf_counter() - t}
+
+
+def compile_all(out: str, tiny: bool) -> None:
+    import autosp
+    from autosp.frontend import load_model
+    t0 = time.perf_counter()
+    shape = SHAPES["tiny" if tiny else "full"]
+    cap = parse_bytes(shape["cap"])
+    _write_config(os.path.join(out, "model"), shape["model"])
+    _write_config(os.path.join(out, "sim-model"), shape["sim"])
+    has_precision = "precision" in inspect.signature(autosp.compile).parameters
+    unsupported = None if has_precision else \
+        f"the installed autosp {autosp.__version__} has no compile(precision=...): bf16 artifacts not built"
+    bench = {"tiny": tiny, "seq": shape["seq"], "cap": cap, "ladder": shape["ladder"], "alst_chunk": shape["alst_chunk"],
+             "unsupported": {"bf16": unsupported} if unsupported else {}, "artifacts": {}, "sim": {}}
+    model = load_model(f"hf:{out}/model", empty=True)
+    for prec in PRECISIONS:
+        if prec in bench["unsupported"]:
+            print(f"  {prec}: {unsupported}", flush=True)
+            continue
+        for policy in POLICIES:
+            for seq in [s for s in shape["ladder"] if s >= shape["seq"]]:      # below the common S all fit
+                key = f"{prec}/{policy}/{seq}"
+                r = _compile_one(model, seq, 1, policy, prec, cap, out, f"art/{prec}-{policy}-{seq}")
+                bench["artifacts"][key] = r
+                print(f"  {key:18s} " + (f"predicted {mib(r['predicted'])} MiB ({r['remat']}), {r['compile_s']:.1f} s"
+                                         if "path" in r else r["error"]), flush=True)
+                if "error" in r or r["predicted"] > PREDICTION_MARGIN * cap:
+                    break
+    sim_prec = "bf16" if has_precision else "fp32"
+    sim_model = load_model(f"hf:{out}/sim-model", empty=True)
+    for seq in shape["sim_seqs"]:
+        r = _compile_one(sim_model, seq, SIM_SP, "sac", sim_prec, cap, out, f"art/sim-sp{SIM_SP}-{seq}")
+        bench["sim"][str(seq)] = {**r, "precision": sim_prec}
+        print(f"  sim sp={SIM_SP} S={seq:<7d} " + (f"predicted {mib(r['predicted'])} MiB per rank, {r['compile_s']:.1f} s"
+                                                  if "path" in r else r["error"]), flush=True)
+    bench["compile_s"] = time.perf_counter() - t0
+    with open(os.path.join(out, "bench.json"), "w") as f:
+        json.dump(bench, f, indent=1)
+    size = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(out) for f in fs)
+    print(f"wrote {out}: {len(bench['artifacts']) + len(bench['sim'])} artifacts, {size / 2 ** 20:.1f} MiB, "
+          f"in {bench['compile_s']:.0f} s")
+
+
+# ------------------------------------------------------------------------------------------ run (GPU)
+
+class Device:
+    def __init__(self, name: str):
+        self.dev = torch.device(name)
+        self.cuda = self.dev.type == "cuda"
+
+    def sync(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize(self.dev)
+
+    def autocast(self, precision: str):
+        return torch.autocast(self.dev.type, dtype=torch.bfloat16, enabled=precision == "bf16")
+
+    def free(self) -> None:
+        gc.collect()
+        if self.cuda:
+            torch.cuda.empty_cache()
+
+    def cap(self, nbytes: int | None) -> None:
+        if self.cuda:
+            total = torch.cuda.get_device_properties(self.dev).total_memory
+            torch.cuda.set_per_process_memory_fraction(min(1.0, nbytes / total) if nbytes else 1.0, self.dev)
+
+
+class Config:
+    """One configuration, ready to step at one S: step() = forward + backward, .grad None before."""
+
+    def __init__(self, name: str, module: torch.nn.Module, step: Callable, predicted: int | None = None,
+                 remat: str | None = None):
+        self.name, self.module, self._step, self.predicted, self.remat = name, module, step, predicted, remat
+
+    def step(self, ids, labels) -> tuple[float, int | None]:
+        """(loss, peak bytes of the step: CUDA allocator high-water mark, or autosp's live bytes on CPU)."""
+        self.module.zero_grad(set_to_none=True)
+        cuda = ids.is_cuda
+        if cuda:
+            torch.cuda.reset_peak_memory_stats(ids.device)
+        loss = self._step(ids, labels)
+        if cuda:
+            return loss, torch.cuda.max_memory_allocated(ids.device)
+        return loss, getattr(self.module, "peak_bytes", None)
+
+
+def _chunk_loss(head: torch.nn.Module, h: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(head(h).float().flatten(0, 1), y.flatten(), ignore_index=-100, reduction="sum")
+
+
+def hf_config(name: str, model, precision: str, d: Device, chunk: int, compiled: dict) -> Config:
+    """An HF baseline on `model` (already on the device); gradient checkpointing set as it needs."""
+    if name in ("HF + gc", "ALST-style"):
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        model.gradient_checkpointing_disable()
+    if name == "torch.compile(HF)" and "fn" not in compiled:
+        compiled["fn"] = torch.compile(model)
+    fn = compiled["fn"] if name == "torch.compile(HF)" else model
+
+    def step(ids, labels) -> float:
+        with d.autocast(precision):
+            if name == "ALST-style":
+                h = model.model(input_ids=ids, use_cache=False).last_hidden_state
+                shift = F.pad(labels, (0, 1), value=-100)[:, 1:]
+                total = sum(torch.utils.checkpoint.checkpoint(_chunk_loss, model.lm_head, h[:, i:i + chunk],
+                                                              shift[:, i:i + chunk], use_reentrant=False)
+                            for i in range(0, ids.shape[1], chunk))
+                loss = total / (shift != -100).sum()
+            else:
+                loss = fn(input_ids=ids, labels=labels, use_cache=False).loss
+        loss.backward()
+        return loss.item()
+    return Config(name, model, step)
+
+
+def autosp_config(name: str, entry: dict, root: str, state: dict, d: Device) -> Config:
+    import autosp
+    m = autosp.load(os.path.join(root, entry["path"]))
+    m.load_state_dict(state)
+    m.to(d.dev)
+    m.measure_memory = not d.cuda       # on CUDA the allocator's own mark, taken by Config.step
+
+    def step(ids, labels) -> float:
+        loss = m(ids, labels)
+        loss.backward()
+        return loss.item()
+    return Config(name, m, step, entry["predicted"], entry["remat"])
+
+
+def _timed(c: Config, ids, labels, d: Device, warmup: int, steps: int) -> dict:
+    for _ in range(warmup):
+        c.step(ids, labels)
+    times, peak, loss = [], 0, None
+    for _ in range(steps):
+        d.sync()
+        t = time.perf_counter()
+        loss, p = c.step(ids, labels)
+        d.sync()
+        times.append(time.perf_counter() - t)
+        peak = max(peak, p or 0)
+    return {"time": statistics.median(times), "peak": peak or None, "loss": loss}
+
+
+class Bench:
+    def __init__(self, root: str, device: str, steps: int, warmup: int):
+        from autosp.frontend import load_model
+        with open(os.path.join(root, "bench.json")) as f:
+            self.spec = json.load(f)
+        self.root, self.d, self.steps, self.warmup = root, Device(device), steps, warmup
+        self.hf = load_model(f"hf:{root}/model", seed=0)          # fp32 parameters, on the CPU until needed
+        self.hf.train()
+        self.state = {k: v.clone() for k, v in self.hf.state_dict().items()}
+        self.vocab = self.hf.config.vocab_size
+        self.compiled: dict = {}
+
+    def inputs(self, seq: int):
+        from autosp.verify import batch_for
+        ids, labels = batch_for(self.vocab, [1, seq], seed=0)
+        return ids.to(self.d.dev), labels.to(self.d.dev)
+
+    def names(self) -> list[str]:
+        return [*HF, *(f"autosp {p}" for p in POLICIES)]
+
+    @contextlib.contextmanager
+    def config(self, name: str, precision: str, seq: int):
+        """The configuration on the device, alone there (the HF model moves back to the CPU after)."""
+        self.d.free()       # what an earlier probe's out-of-memory error held until it was handled
+        if name.startswith("autosp"):
+            why = self.spec["unsupported"].get(precision)
+            entry = self.spec["artifacts"].get(f"{precision}/{name.split()[1]}/{seq}")
+            if why or entry is None or "error" in entry:
+                raise LookupError(why or (entry or {}).get("error") or f"no artifact compiled at S={seq}")
+            c = autosp_config(name, entry, self.root, self.state, self.d)
+            try:
+                yield c
+            finally:
+                del c
+                self.d.free()
+        else:
+            self.hf.to(self.d.dev)
+            try:
+                yield hf_config(name, self.hf, precision, self.d, self.spec["alst_chunk"], self.compiled)
+            finally:
+                self.hf.zero_grad(set_to_none=True)
+                self.hf.to("cpu")
+                self.d.free()
+
+    # -------------------------------------------------------------------------------- sections
+    def correctness(self) -> dict:
+        seq = self.spec["seq"]
+        ids, labels = self.inputs(seq)
+        out = {}
+        tf32 = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+        for prec in PRECISIONS:
+            with self.config("HF eager", prec, seq) as ref:
+                ref_loss, _ = ref.step(ids, labels)
+                want = {n: p.grad.detach().cpu() for n, p in ref.module.named_parameters()}
+            for policy in POLICIES:
+                name = f"autosp {policy}"
+                try:
+                    with self.config(name, prec, seq) as c:
+                        loss, _ = c.step(ids, labels)
+                        got = {n: p.grad.detach().cpu() for n, p in c.module.named_parameters()}
+                except Exception as e:     # reported in its row; the other configurations still run
+                    out[(prec, name)] = {"error": str(e).splitlines()[0][:120]}
+                    continue
+                err = max((got[n] - g).abs().max().item() / (g.abs().max().item() or 1.0) for n, g in want.items())
+                cos = min(F.cosine_similarity(got[n].flatten().double(), g.flatten().double(), dim=0).item()
+                          for n, g in want.items())
+                out[(prec, name)] = {"loss": loss, "ref": ref_loss, "loss_err": abs(loss - ref_loss) / abs(ref_loss),
+                                     "grad_err": err, "cos": cos}
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = tf32
+        return out
+
+    def run(self, name: str, prec: str, seq: int, steps: int, warmup: int) -> dict:
+        ids, labels = self.inputs(seq)
+        try:
+            with self.config(name, prec, seq) as c:
+                r = _timed(c, ids, labels, self.d, warmup, steps)
+                r.update(predicted=c.predicted, remat=c.remat)
+                return r
+        except torch.OutOfMemoryError as e:
+            return {"oom": True, "error": "out of memory: " + str(e).splitlines()[0][:100]}
+        except Exception as e:     # reported in its row; the other configurations still run
+            return {"error": str(e).splitlines()[0][:120]}
+
+    def step_times(self) -> dict:
+        return {(prec, n): self.run(n, prec, self.spec["seq"], self.steps, self.warmup)
+                for prec in PRECISIONS for n in self.names()}
+
+    def longest(self) -> dict:
+        """(precision, name) -> (longest S that ran under the cap, its run, why the next S did not)."""
+        out = {}
+        self.d.cap(self.spec["cap"])
+        try:
+            for prec in PRECISIONS:
+                for n in self.names():
+                    if n == "torch.compile(HF)":
+                        continue
+                    best, why = (0, None), "ladder end"
+                    for seq in self.spec["ladder"]:
+                        if n.startswith("autosp") and seq < self.spec["seq"]:
+                            continue            # not compiled: the common S fits (section 2)
+                        r = self.run(n, prec, seq, steps=1, warmup=0)
+                        if "error" in r:
+                            why = r["error"]
+                            break
+                        best = (seq, r)
+                    out[(prec, n)] = (*best, why)
+                    print(f"  {prec} {n:18s} longest S {best[0]:>7d}  (next: {why[:70]})", flush=True)
+        finally:
+            self.d.cap(None)
+        return out
+
+    def simulate(self, peak_tflops: float | None) -> dict:
+        """One rank of sp = 8 in a fake process group."""
+        import torch.distributed as dist
+        from torch.testing._internal.distributed.fake_pg import FakeStore
+
+        import autosp
+        from autosp.frontend import load_model
+        cfg = load_model(f"hf:{self.root}/sim-model", empty=True).config
+        dist.init_process_group("fake", store=FakeStore(), rank=SIM_SP - 1, world_size=SIM_SP)
+        out = {}
+        try:
+            for seq, entry in self.spec["sim"].items():
+                seq = int(seq)
+                if "error" in entry:
+                    out[seq] = {"error": entry["error"]}
+                    continue
+                try:
+                    m = autosp.load(os.path.join(self.root, entry["path"])).to(self.d.dev)
+                    gen = torch.Generator(self.d.dev).manual_seed(0)
+                    with torch.no_grad():
+                        for p in m.parameters():
+                            p.normal_(0.0, 0.02, generator=gen)
+                    m.measure_memory = not self.d.cuda
+                    c = Config("sim", m, lambda i, y: (lambda loss: (loss.backward(), loss.item())[1])(m(i, y)),
+                               entry["predicted"])
+                    ids = torch.randint(0, cfg.vocab_size, (1, seq), device=self.d.dev, generator=gen)
+                    r = _timed(c, ids, ids.clone(), self.d, 1, max(2, self.steps // 2))
+                except Exception as e:     # reported in its row
+                    r = {"error": str(e).splitlines()[0][:120]}
+                finally:
+                    m = c = None
+                    self.d.free()
+                r.update(predicted=entry["predicted"], precision=entry["precision"], flops=model_flops(cfg, seq) / SIM_SP)
+                peak = peak_tflops * 1e12 if peak_tflops else device_peak(self.d, entry["precision"])
+                r["mfu"] = r["flops"] / r["time"] / peak if "time" in r and peak else None
+                out[seq] = r
+        finally:
+            dist.destroy_process_group()
+        return out
+
+
+def model_flops(cfg, seq: int, batch: int = 1) -> float:
+    """Model FLOPs of one training step (forward + backward = 3 x forward), causal attention, no recompute."""
+    h, layers, inter, vocab = cfg.hidden_size, cfg.num_hidden_layers, cfg.intermediate_size, cfg.vocab_size
+    hd = getattr(cfg, "head_dim", None) or h // cfg.num_attention_heads
+    q, kv = cfg.num_attention_heads * hd, cfg.num_key_value_heads * hd
+    matmul_params = layers * (h * q + 2 * h * kv + q * h + 3 * h * inter) + h * vocab
+    return 6 * batch * seq * matmul_params + 6 * layers * batch * seq * seq * q
+
+
+def device_peak(d: Device, precision: str) -> float | None:
+    if not d.cuda:
+        return None
+    name = torch.cuda.get_device_name(d.dev)
+    for key, (bf16, tf32) in PEAK_FLOPS.items():
+        if key in name:
+            return bf16 if precision == "bf16" else tf32
+    return None
+
+
+# ------------------------------------------------------------------------------------------- report
+
+def _ms(r: dict) -> str:
+    return f"{r['time'] * 1e3:.1f}" if "time" in r else "-"
+
+
+def report(b: Bench, correct: dict, times: dict, longest: dict, sim: dict) -> None:
+    spec, seq = b.spec, b.spec["seq"]
+    print(f"\n1. correctness at S={seq} vs HF eager in the same precision (fp32: TF32 off)")
+    print(f"   {'precision':9s} {'config':12s} {'loss':>12s} {'eager loss':>12s} {'loss rel err':>12s} "
+          f"{'worst grad err':>14s} {'min cosine':>10s}")
+    for (prec, n), r in correct.items():
+        if "error" in r:
+            print(f"   {prec:9s} {n:12s} {r['error']}")
+        else:
+            print(f"   {prec:9s} {n:12s} {r['loss']:>12.6f} {r['ref']:>12.6f} {r['loss_err']:>12.2e} "
+                  f"{r['grad_err']:>14.2e} {r['cos']:>10.6f}")
+    print(f"\n2. step time (median of {b.steps} after {b.warmup} warmup) and peak at S={seq}"
+          + ("" if b.d.cuda else " (CPU: peaks are autosp's own live bytes; HF has none)"))
+    print(f"   {'config':18s} " + " | ".join(f"{p + ' ms':>9s} {'x eager':>7s} {'peak MiB':>9s} {'pred MiB':>9s} "
+                                             f"{'meas/pred':>9s}" for p in PRECISIONS))
+    for n in b.names():
+        cells = []
+        for prec in PRECISIONS:
+            r, base = times[(prec, n)], times[(prec, "HF eager")]
+            if "time" not in r:
+                cells.append(f"{r['error'][:54]:54s}")
+                continue
+            x = f"{r['time'] / base['time']:.2f}x" if "time" in base else "-"
+            pred = r.get("predicted")
+            ratio = f"{r['peak'] / pred:.3f}" if pred and r.get("peak") else "-"
+            cells.append(f"{_ms(r):>9s} {x:>7s} {mib(r.get('peak')):>9s} {mib(pred):>9s} {ratio:>9s}")
+        print(f"   {n:18s} " + " | ".join(cells))
+    cap_note = f"under a {mib(spec['cap'])} MiB cap" if b.d.cuda else "(CPU: no cap, every probe that runs fits)"
+    print(f"\n3. longest S of {spec['ladder']} {cap_note}")
+    print(f"   {'config':18s} " + " | ".join(f"{p + ' S':>8s} {'x gc':>6s} {'peak MiB':>9s} {'pred MiB':>9s}"
+                                             for p in PRECISIONS) + "   (next S)")
+    for n in b.names():
+        if n == "torch.compile(HF)":
+            continue
+        cells, whys = [], []
+        for prec in PRECISIONS:
+            s, r, why = longest[(prec, n)]
+            gc_s = longest[(prec, "HF + gc")][0]
+            x = f"{s / gc_s:.1f}x" if gc_s and s else "-"
+            cells.append(f"{s:>8d} {x:>6s} {mib(r.get('peak') if r else None):>9s} "
+                         f"{mib(r.get('predicted') if r else None):>9s}")
+            whys.append(why[:40])
+        print(f"   {n:18s} " + " | ".join(cells) + "   (" + "; ".join(whys) + ")")
+    print(f"\n4. per-rank simulation of sp={SIM_SP} (one rank, fake process group): Llama-3.1-8B shape, "
+          f"{'tiny' if spec['tiny'] else '2 layers'}")
+    print(f"   {'S':>7s} {'precision':9s} {'step ms':>9s} {'peak MiB':>9s} {'pred MiB':>9s} {'meas/pred':>9s} "
+          f"{'TFLOP/rank':>10s} {'MFU':>6s}")
+    for seq, r in sim.items():
+        if "time" not in r:
+            print(f"   {seq:>7d} {r.get('precision', '-'):9s} {r['error']}")
+            continue
+        ratio = f"{r['peak'] / r['predicted']:.3f}" if r.get("peak") else "-"
+        mfu = f"{100 * r['mfu']:.1f}%" if r.get("mfu") else "-"
+        print(f"   {seq:>7d} {r['precision']:9s} {_ms(r):>9s} {mib(r.get('peak')):>9s} {mib(r['predicted']):>9s} "
+              f"{ratio:>9s} {r['flops'] / 1e12:>10.2f} {mfu:>6s}")
+
+
+def goals(b: Bench, times: dict, longest: dict) -> None:
+    print("\ngoals" + ("" if b.d.cuda else " (CPU: not the goals' setting, the path only)"))
+
+    def line(ok: bool | None, text: str) -> None:
+        print(f"  {'PASS' if ok else ('FAIL' if ok is not None else 'n/a ')}  {text}")
+
+    r = times[("bf16", "autosp sac")]
+    ok = abs(r["peak"] / r["predicted"] - 1) <= 0.10 if r.get("peak") and r.get("predicted") else None
+    line(ok, "autosp bf16 sac peak within 10% of its prediction: "
+             + (f"{mib(r['peak'])} vs {mib(r['predicted'])} MiB" if ok is not None else r.get("error", "no measurement")))
+    for prec in PRECISIONS:
+        for a, base, goal in (("autosp none", "HF eager", 1.0), ("autosp sac", "torch.compile(HF)", 1.15)):
+            ra, rb = times[(prec, a)], times[(prec, base)]
+            ok = ra["time"] / rb["time"] <= goal if "time" in ra and "time" in rb else None
+            line(ok, f"{prec} {a} step <= {goal}x {base}: " + (f"{_ms(ra)} vs {_ms(rb)} ms = {ra['time'] / rb['time']:.2f}x"
+                                                             if ok is not None else (ra.get("error") or rb.get("error"))))
+        why = b.spec["unsupported"].get(prec)
+        if why:
+            line(None, f"{prec} longest S of autosp sac and auto: {why}")
+            continue
+        s_sac, s_gc = longest[(prec, "autosp sac")][0], longest[(prec, "HF + gc")][0]
+        line(s_sac >= 8 * s_gc if s_gc else None, f"{prec} autosp sac longest S {s_sac} >= 8x HF + gc's {s_gc}")
+        s_auto, s_alst = longest[(prec, "autosp auto")][0], longest[(prec, "ALST-style")][0]
+        text = f"{prec} autosp auto longest S {s_auto} >= ALST-style's {s_alst}"
+        if s_auto < s_alst or not s_alst:
+            line(False if s_alst else None, text)
+            continue
+        b.d.cap(b.spec["cap"])
+        try:
+            ra, rb = (b.run(n, prec, s_alst, b.steps, 1) for n in ("autosp auto", "ALST-style"))
+        finally:
+            b.d.cap(None)
+        ok = ra["time"] <= 0.9 * rb["time"] if "time" in ra and "time" in rb else None
+        line(ok, text + f"; at S={s_alst} auto {_ms(ra)} ms vs ALST-style {_ms(rb)} ms (goal <= 0.9x)"
+             + ("" if ok is not None else f": {ra.get('error') or rb.get('error')}"))
+
+
+def run_all(args) -> None:
+    t0 = time.perf_counter()
+    b = Bench(args.run, args.device, args.steps, args.warmup)
+    if b.d.cuda:
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+        props = torch.cuda.get_device_properties(b.d.dev)
+        where = f"{props.name}, {props.total_memory / 2 ** 30:.0f} GiB"
+    else:
+        torch.set_num_threads(args.threads)
+        where = f"CPU, {torch.get_num_threads()} thread(s)"
+    cfg = b.hf.config
+    print(f"model: Llama hidden {cfg.hidden_size}, {cfg.num_hidden_layers} layers, heads {cfg.num_attention_heads}/"
+          f"{cfg.num_key_value_heads}, intermediate {cfg.intermediate_size}, vocab {cfg.vocab_size}, batch 1, sp=1; "
+          f"{where}; torch {torch.__version__}")
+    for prec, why in b.spec["unsupported"].items():
+        print(f"note: {prec}: {why}")
+    print("1. correctness ...", flush=True)
+    correct = b.correctness()
+    print("2. step times ...", flush=True)
+    times = b.step_times()
+    print("3. longest S under the cap ...", flush=True)
+    longest = b.longest()
+    print("4. per-rank simulation ...", flush=True)
+    sim = b.simulate(args.peak_tflops)
+    report(b, correct, times, longest, sim)
+    goals(b, times, longest)
+    print(f"total {time.perf_counter() - t0:.0f} s")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--compile", metavar="DIR", help="compile every artifact into DIR (needs torch-mlir)")
+    g.add_argument("--run", metavar="DIR", help="run the benchmark on the artifacts in DIR")
+    p.add_argument("--tiny", action="store_true", help="tiny shapes (with --compile; --run takes DIR's shapes)")
+    p.add_argument("--device", default="cuda", help="cuda (default) or cpu")
+    p.add_argument("--steps", type=int, default=5, help="timed steps per configuration (default 5)")
+    p.add_argument("--warmup", type=int, default=2, help="untimed steps first (default 2)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads on CPU (default 1)")
+    p.add_argument("--peak-tflops", type=float, default=None, help="dense peak for MFU (default: by device name)")
+    args = p.parse_args()
+    if args.compile:
+        compile_all(args.compile, args.tiny)
+    else:
+        run_all(args)
+
+
+if __name__ == "__main__":
+    main()
