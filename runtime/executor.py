@@ -16,7 +16,7 @@ import torch
 
 from . import kernels
 from .artifact import ALLOWED_ATEN, DTYPES, SP_OPS, ArtifactError, resolve
-from .collectives import Mesh
+from .collectives import CollectiveError, Mesh
 from .memory import LiveBytes
 
 
@@ -34,8 +34,8 @@ def _resolve(qualified: str):
 
 
 class Program:
-    def __init__(self, program: dict, mesh: Mesh):
-        self.program = program
+    def __init__(self, program: dict, mesh: Mesh, name: str = "program"):
+        self.program, self.name = program, name
         self.mesh = mesh
         self.device: torch.device = torch.device("cpu")
         self.generator: torch.Generator | None = None
@@ -143,7 +143,11 @@ class Program:
                 res = fn(*[regs[v] if k == REG else value(regs, k, v) for k, v in operands])
             except Exception as e:
                 inst = self.program["instructions"][idx]
-                raise ProgramError(f"instruction {idx} ({inst['op']}, {inst['loc']}): {e}") from e
+                where = f"instruction {idx} ({inst['op']}, {inst['loc']})"
+                if isinstance(e, CollectiveError):
+                    raise type(e)(f"{where}: {e}") from None
+                self.mesh.report_failure(where)   # the other ranks fail this step too, at their next collective
+                raise ProgramError(f"{where}: {e}") from e
             if len(out) == 1:
                 regs[out[0]] = res
             else:
@@ -158,6 +162,7 @@ class Program:
             for f in free:
                 regs[f] = None
         self.checked = True
+        self.mesh.agree(f"the end of the {self.name}")   # no rank leaves a failed step
         return [regs[o] for o in self.program["outputs"]]
 
     def _check(self, idx: int, results) -> None:

@@ -10,7 +10,7 @@ import torch
 import torch.nn as nn
 
 from .artifact import DTYPES, Artifact, read
-from .collectives import Mesh
+from .collectives import DEFAULT_TIMEOUT_S, Mesh
 from .executor import Program
 from .memory import LiveBytes, resident_bytes
 
@@ -39,13 +39,14 @@ class _Step(torch.autograd.Function):
 
 
 class CompiledModule(nn.Module):
-    def __init__(self, artifact: Artifact):
+    def __init__(self, artifact: Artifact, timeout_s: float = DEFAULT_TIMEOUT_S):
         super().__init__()
         self.artifact = artifact
         prog = artifact.program
-        self.mesh = Mesh(prog["mesh"]["sp"], prog["mesh"]["dp"])
+        self.mesh = Mesh(prog["mesh"]["sp"], prog["mesh"]["dp"], timeout_s)
         fwd, bwd = prog["programs"]["forward"], prog["programs"]["backward"]
-        self.forward_program, self.backward_program = Program(fwd, self.mesh), Program(bwd, self.mesh)
+        self.forward_program = Program(fwd, self.mesh, "forward program")
+        self.backward_program = Program(bwd, self.mesh, "backward program")
         self._param_names = [a["name"] for a in fwd["args"] if a["role"] == "param"]
         self._buffer_names = [a["name"] for a in fwd["args"] if a["role"] == "buffer"]
         self._grad_names = [r.split(":", 1)[1] for r in bwd["results"]]
@@ -97,6 +98,8 @@ class CompiledModule(nn.Module):
         return _Step.apply(self, input_ids.to(params[0].device), labels.to(params[0].device), *params)
 
 
-def load(path: str) -> CompiledModule:
-    """Load and verify an artifact; call inside the initialized process group (world = sp x dp)."""
-    return CompiledModule(read(path))
+def load(path: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> CompiledModule:
+    """Load and verify an artifact; call inside the initialized process group (world = sp x dp).
+    Its collectives give up after timeout_s seconds without an answer from a peer (CollectiveError
+    naming the collective and the peers), and a rank whose step fails makes every rank fail it."""
+    return CompiledModule(read(path), timeout_s)
