@@ -98,6 +98,25 @@ class CompiledModule(nn.Module):
         return _Step.apply(self, input_ids.to(params[0].device), labels.to(params[0].device), *params)
 
 
+    def rng_state(self) -> dict[str, torch.Tensor]:
+        """This rank's dropout generators (torch.Generator states, uint8): with torch's own RNG and
+        the data position, what a checkpoint needs for a bit-identical resume. Each program's
+        generator is created here if it was not yet (seeded as the first draw would seed it)."""
+        return {name: self._program_generator(prog).get_state() for name, prog in self._programs().items()}
+
+    def set_rng_state(self, state: dict[str, torch.Tensor]) -> None:
+        """Restore what rng_state() returned (on the same rank of the same mesh)."""
+        for name, prog in self._programs().items():
+            self._program_generator(prog).set_state(state[name])
+
+    def _programs(self) -> dict[str, Program]:
+        return {"forward": self.forward_program, "backward": self.backward_program}
+
+    def _program_generator(self, prog: Program) -> torch.Generator:
+        prog.device = next(self.parameters()).device
+        return prog._generator()
+
+
 def load(path: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> CompiledModule:
     """Load and verify an artifact; call inside the initialized process group (world = sp x dp).
     Its collectives give up after timeout_s seconds without an answer from a peer (CollectiveError

@@ -50,7 +50,10 @@ def _diagnostics(e: Exception) -> str:
 
 def _budget(budget: int | str | None) -> int | None:
     from autosp.passes.sp_plan_memory import parse_bytes
-    return parse_bytes(budget) if isinstance(budget, str) else budget
+    try:
+        return parse_bytes(budget) if isinstance(budget, str) else budget
+    except ValueError as e:
+        raise CompileError(f"memory_budget: {e}") from None
 
 
 def _dict(d) -> dict:

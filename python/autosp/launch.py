@@ -44,11 +44,18 @@ def init_from_env(backend: str = "gloo", timeout_s: float = DEFAULT_TIMEOUT_S) -
         dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout_s))
 
 
-def _user_error(e: BaseException) -> bool:
-    """Errors whose one line says it all (the user's input, a peer, the artifact): no traceback."""
+def user_errors() -> tuple[type[Exception], ...]:
+    """Errors whose one line says it all (the user's input, the artifact, the data, a peer): the CLI
+    prints them as `autospc: error: ...`, a rank reports them without a traceback."""
+    from autosp.checkpoint import CheckpointError
+    from autosp.data import DataError
+    from autosp.frontend.errors import CompileError
     from autosp.runtime.artifact import ArtifactError
-    names = {c.__name__ for c in type(e).__mro__}
-    return isinstance(e, (ArtifactError, CollectiveError, LaunchError)) or "CompileError" in names
+    return ArtifactError, CheckpointError, CollectiveError, CompileError, DataError, LaunchError
+
+
+def _user_error(e: BaseException) -> bool:
+    return isinstance(e, user_errors())
 
 
 def _entry(rank: int, world: int, port: int, threads: int, timeout_s: float, fn: Callable, args: tuple,

@@ -49,7 +49,16 @@ def longest_sequence(model: nn.Module, sp: int, memory: int, batch: int = 1, dp:
     for f in fits:
         hi = max(f.seq_len, 2 * g)
         again.append(_fit(model, sp, dp, memory, batch, (f.policy,), tile, g, max(hi // 2 // g * g, g), hi)[0])
-    return again
+    return again + [_auto(again)]
+
+
+def _auto(fits: list[Fit]) -> Fit:
+    """remat="auto" (with memory_budget=memory) tries none and every plan between the sac and full
+    bases, full the leanest of them: it fits exactly as far as the longest named policy, whose plan it
+    takes there; shorter sequences leave it room to recompute less."""
+    best = max(fits, key=lambda f: (f.seq_len, -f.predicted_peak_bytes))
+    return Fit("auto", best.seq_len, best.predicted_peak_bytes, best.breakdown,
+               f"{best.limit} (there auto's plan is {best.policy})" if best.seq_len else best.limit)
 
 
 def _fit(model, sp, dp, memory, batch, policies, tile, g, s1, s2) -> list[Fit]:

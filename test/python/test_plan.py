@@ -20,7 +20,9 @@ def test_longest_sequence_matches_measured_runs(tmp_path):
     budget = 16 * MiB
     fits = {f.policy: f for f in longest_sequence(load_model("builtin:tiny-llama", empty=True), sp=1,
                                                  memory=budget, batch=2)}
-    assert set(fits) == {"none", "sac", "full"}
+    assert set(fits) == {"none", "sac", "full", "auto"}
+    # auto's plans run from none to the full base: it fits as far as the leanest named policy
+    assert fits["auto"].seq_len == max(fits[p].seq_len for p in ("none", "sac", "full")) > 0
     for policy in ("none", "sac"):
         s = fits[policy].seq_len
         assert s > 0 and fits[policy].predicted_peak_bytes <= budget
