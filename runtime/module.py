@@ -6,6 +6,8 @@ already-reduced gradients to autograd, so .grad accumulates as usual and any tor
 torch.save(m.state_dict()) and DDP-style loops work unchanged."""
 from __future__ import annotations
 
+import warnings
+
 import torch
 import torch.nn as nn
 
@@ -13,6 +15,8 @@ from .artifact import DTYPES, Artifact, read
 from .collectives import DEFAULT_TIMEOUT_S, Mesh
 from .executor import Program
 from .memory import LiveBytes, resident_bytes
+
+IGNORE_INDEX = -100   # cross_entropy's default ignore_index, which the captured losses use
 
 
 class _Step(torch.autograd.Function):
@@ -55,6 +59,7 @@ class CompiledModule(nn.Module):
         # mark (parameters, buffers, .grad, inputs, saved values and every program value; on a GPU
         # torch.cuda.max_memory_allocated)
         self.measure_memory = False
+        self._warned_no_tokens = False   # a batch without a counted label warns once
         self.peak_bytes: int | None = None
         specs = artifact.params["parameters"]
         for name in self._param_names:
@@ -93,6 +98,10 @@ class CompiledModule(nn.Module):
         if list(input_ids.shape) != self.input_shape or list(labels.shape) != self.input_shape:
             raise ValueError(f"compiled for input_ids and labels of shape {self.input_shape}, got "
                              f"{list(input_ids.shape)} and {list(labels.shape)}")
+        if not self._warned_no_tokens and labels.device.type == "cpu" and bool((labels == IGNORE_INDEX).all()):
+            self._warned_no_tokens = True
+            warnings.warn(f"every label is {IGNORE_INDEX} (ignore_index): the loss is a mean over zero tokens, NaN, "
+                          "as eager PyTorch's cross_entropy gives (and zero gradients)", RuntimeWarning, stacklevel=2)
         params = [self.get_parameter(n) for n in self._param_names]
         self.forward_program.device = self.backward_program.device = params[0].device
         return _Step.apply(self, input_ids.to(params[0].device), labels.to(params[0].device), *params)

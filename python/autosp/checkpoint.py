@@ -65,12 +65,16 @@ def save(root: str, step: int, module: torch.nn.Module, opt: torch.optim.Optimiz
 
 
 def load(root: str, module: torch.nn.Module, opt: torch.optim.Optimizer) -> tuple[dict, dict[str, torch.Tensor]]:
-    """Restore module and optimizer from root's latest step; returns (meta, this rank's state)."""
+    """Restore module and optimizer from root's latest step (or from root itself, one step's
+    directory); returns (meta, this rank's state)."""
     latest = os.path.join(root, "latest.json")
-    if not os.path.isfile(latest):
-        raise CheckpointError(f"--resume {root}: no checkpoint there (no latest.json)")
-    with open(latest) as f:
-        d = os.path.join(root, f"step-{int(json.load(f)['step'])}")
+    if os.path.isfile(os.path.join(root, "meta.json")):
+        d = root
+    elif os.path.isfile(latest):
+        with open(latest) as f:
+            d = os.path.join(root, f"step-{int(json.load(f)['step'])}")
+    else:
+        raise CheckpointError(f"--resume {root}: no checkpoint there (neither latest.json nor meta.json)")
     with open(os.path.join(d, "meta.json")) as f:
         meta = json.load(f)
     rank, world = _rank()

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from autosp.data import DataError, Tokenizer, TokenBatches, read_tokens
+from autosp.data import Tokenizer, TokenBatches, read_tokens
 from autosp.frontend.sources import load_model, vocab_size
 from autosp.runtime.collectives import DEFAULT_TIMEOUT_S
 
@@ -71,9 +71,6 @@ def train_rank(artifact: str, init: str, o: TrainOptions) -> list[float]:
     source = load_model(init, seed=o.seed)
     tok = Tokenizer(o.tokenizer)
     vocab = vocab_size(source)
-    if tok.vocab > vocab:
-        raise DataError(f"tokenizer {o.tokenizer!r} has {tok.vocab} tokens, more than the vocabulary of "
-                         f"{init} ({vocab})")
     m.load_state_dict(source.state_dict())
     del source
     b, s = m.input_shape

@@ -213,8 +213,8 @@ def _parser() -> argparse.ArgumentParser:
             t.add_argument("--checkpoint", metavar="DIR", help="write checkpoints (safetensors + JSON) to DIR "
                                                                 "(default: none written)")
             t.add_argument("--save-every", type=int, default=0, help="steps between checkpoints (0: only at the end)")
-            t.add_argument("--resume", metavar="DIR", help="resume model, optimizer, RNG and data position from DIR "
-                                                            "(default: start afresh)")
+            t.add_argument("--resume", metavar="DIR", help="resume model, optimizer, RNG and data position "
+                                                           "from DIR's latest step or DIR/step-N (default: start afresh)")
             t.add_argument("--log", metavar="FILE", help="one row per step (loss, tokens/s) to FILE.csv or FILE.jsonl "
                                                             "(default: printed only)")
         else:
