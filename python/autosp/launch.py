@@ -132,14 +132,15 @@ def spawn(nproc: int, fn: Callable, *args: Any, threads: int = 1, timeout_s: flo
             p.join()
     if first_failure is None:
         return [results[r][1] for r in range(nproc)]
-    raise LaunchError(_cause(results, procs, first_failure))
+    raise LaunchError(_cause(results, procs))
 
 
-def _cause(results: dict[int, tuple], procs: list, first: int) -> str:
-    """The root cause: a rank that died or failed on its own before those that saw a peer fail."""
+def _cause(results: dict[int, tuple], procs: list) -> str:
+    """The root cause: a rank that died, else one that failed on its own, else one that saw a peer
+    fail (lowest rank first)."""
     def rank_of(r: int) -> tuple[int, int]:
-        res = results.get(r, ("killed",))
-        return ({"died": 0, "error": 1 if not res[-1] else 2}.get(res[0], 3), r != first)
+        res = results[r]
+        return (0 if res[0] == "died" else 2 if res[-1] is True else 1), r
     r = min((r for r in results if results[r][0] != "ok"), key=rank_of)
     res = results[r]
     if res[0] == "error":
