@@ -5,10 +5,12 @@ Ranks are laid out sp-major inside a dp replica: rank = dp_index * sp + sp_index
 
 Trust: the mesh's groups carry a timeout (DEFAULT_TIMEOUT_S unless the caller asks), so a stalled or
 dead peer turns into a CollectiveError naming this rank, the collective, the group and the peers it
-waited for. Before every collective, and at the end of every program run, the ranks exchange one
-flag each over the world group (`agree`); a rank whose step failed (`report_failure`) raises its
-flag there instead of carrying on, so every rank fails the same step at the same point and the
-next step starts in lockstep (a notebook that catches the error can simply run the step again).
+waited for. At the end of every program run the ranks exchange one flag each over the world group
+(`agree`). A rank whose run failed (`fail_run`) first joins the run's remaining collectives with
+zeros of their declared shapes, so its peers are never left waiting inside the program, then raises
+its flag: every rank fails the same run at the same point and the next step starts in lockstep (a
+notebook that catches the error can simply run the step again). One flag per run, not one per
+collective: each blocking exchange costs a rendezvous of every rank.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import datetime
 import torch
 import torch.distributed as dist
 
-from .artifact import ArtifactError
+from .artifact import DTYPES, ArtifactError
 
 DEFAULT_TIMEOUT_S = 300.0   # minutes, not gloo's 30: a stalled peer is an error, not a silent hang
 
@@ -92,8 +94,20 @@ class Mesh:
             raise PeerFailedError(f"rank {self.rank}: stopped before {where}: rank{'s' if len(bad) > 1 else ''} "
                                   f"{', '.join(map(str, bad))} failed this step")
 
-    def report_failure(self, where: str) -> None:
-        """This rank's step failed (not in a collective): tell the others at their next agree()."""
+    def fail_run(self, program: dict, failed_at: int, where: str, device: torch.device) -> None:
+        """This rank's run of `program` failed at instruction failed_at (not in a collective): join
+        the remaining collectives with zeros of their declared input shapes, then raise the flag at
+        the run's end, where the other ranks' agree() fails them too."""
+        if self.sp * self.dp == 1:
+            return
+        declared = {i: (a["shape"], a["dtype"]) for i, a in enumerate(program["args"])}
+        for inst in program["instructions"]:
+            for out, shape, dtype in zip(inst["out"], inst.get("shapes", []), inst.get("dtypes", [])):
+                declared[out] = (shape, dtype)
+        for inst in program["instructions"][failed_at + 1:]:
+            if inst["op"] in COLLECTIVES:
+                shape, dtype = declared[inst["args"][0]["r"]]
+                COLLECTIVES[inst["op"]](self, torch.zeros(shape, dtype=DTYPES[dtype], device=device), inst["attrs"])
         self.agree(where, failed=True)
 
     # ------------------------------------------------------------------ sp ops
@@ -101,7 +115,6 @@ class Mesh:
         if self.size(group) == 1:
             return x
         out = x.clone()
-        self.agree("sp.all_reduce")
         self._call("sp.all_reduce", group, dist.all_reduce, out,
                    op={"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "avg": dist.ReduceOp.SUM}[op])
         return out / self.size(group) if op == "avg" else out
@@ -112,7 +125,6 @@ class Mesh:
             return x
         send = [c.contiguous() for c in x.chunk(n, scatter_dim)]
         recv = [torch.empty_like(send[0]) for _ in range(n)]
-        self.agree("sp.all_to_all")
         self._call("sp.all_to_all", group, dist.all_to_all, recv, send)
         return torch.cat(recv, gather_dim)
 
@@ -122,7 +134,6 @@ class Mesh:
             return x
         x = x.contiguous()
         parts = [torch.empty_like(x) for _ in range(n)]
-        self.agree("sp.all_gather")
         self._call("sp.all_gather", group, dist.all_gather, parts, x)
         return torch.cat(parts, dim)
 
@@ -132,7 +143,6 @@ class Mesh:
             return x
         parts = [c.contiguous() for c in x.chunk(n, dim)]
         out = torch.empty_like(parts[0])
-        self.agree("sp.reduce_scatter")
         self._call("sp.reduce_scatter", group, dist.reduce_scatter, out, parts)
         return out
 
@@ -151,8 +161,17 @@ class Mesh:
             nxt = torch.full_like(head, fill)
         else:
             heads = [torch.empty_like(head.contiguous()) for _ in range(n)]
-            self.agree("sp.halo")
             self._call("sp.halo", group, dist.all_gather, heads, head.contiguous())
             i = self.index(group)
             nxt = heads[i + 1] if i + 1 < n else torch.full_like(head, fill)
         return torch.cat([x.narrow(dim, width, x.shape[dim] - width), nxt], dim)
+
+
+# the sp collectives by op name, as the executor calls them: (mesh, input, attrs) -> output
+COLLECTIVES = {
+    "sp.all_to_all": lambda m, x, a: m.all_to_all(x, a["scatter_dim"], a["gather_dim"], a["group"]),
+    "sp.all_reduce": lambda m, x, a: m.all_reduce(x, a["op"], a["group"]),
+    "sp.all_gather": lambda m, x, a: m.all_gather(x, a["dim"], a["group"]),
+    "sp.reduce_scatter": lambda m, x, a: m.reduce_scatter(x, a["dim"], a["group"]),
+    "sp.halo": lambda m, x, a: m.halo(x, a["dim"], a["width"], a["fill"], a["group"]),
+}
