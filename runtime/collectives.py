@@ -82,11 +82,12 @@ class Mesh:
                                   f"rank{'s' if len(peers) > 1 else ''} {', '.join(map(str, peers))} (timeout "
                                   f"{self.timeout_s:g} s): {cause}") from None
 
-    def agree(self, where: str, failed: bool = False) -> None:
-        """Exchange every rank's failure flag over the world group; raise if any rank failed."""
+    def agree(self, where: str, device: torch.device, failed: bool = False) -> None:
+        """Exchange every rank's failure flag over the world group (on the run device, as NCCL
+        needs); raise if another rank failed."""
         if self.sp * self.dp == 1:
             return
-        flags = torch.zeros(self.sp * self.dp, dtype=torch.int32)
+        flags = torch.zeros(self.sp * self.dp, dtype=torch.int32, device=device)
         flags[self.rank] = int(failed)
         self._call(f"the failure check before {where}", "world", dist.all_reduce, flags)
         bad = flags.nonzero().flatten().tolist()
@@ -108,7 +109,7 @@ class Mesh:
             if inst["op"] in COLLECTIVES:
                 shape, dtype = declared[inst["args"][0]["r"]]
                 COLLECTIVES[inst["op"]](self, torch.zeros(shape, dtype=DTYPES[dtype], device=device), inst["attrs"])
-        self.agree(where, failed=True)
+        self.agree(where, device, failed=True)
 
     # ------------------------------------------------------------------ sp ops
     def all_reduce(self, x: torch.Tensor, op: str, group: str) -> torch.Tensor:

@@ -155,7 +155,7 @@ class Program:
             for f in free:
                 regs[f] = None
         self.checked = True
-        self.mesh.agree(f"the end of the {self.name}")   # no rank leaves a failed run
+        self.mesh.agree(f"the end of the {self.name}", self.device)   # no rank leaves a failed run
         return [regs[o] for o in self.program["outputs"]]
 
     def _check(self, idx: int, results) -> None:

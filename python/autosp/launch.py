@@ -3,7 +3,8 @@
 Every process group gets a timeout (DEFAULT_TIMEOUT_S unless asked), so a stalled peer becomes an
 error instead of gloo's 30-minute wait. A rank that fails or dies ends the run: the others get a
 short grace period to fail on their own (their collectives see it), then they are killed, and the
-caller gets one LaunchError naming the rank that failed first and why."""
+caller gets one LaunchError naming the rank at the root of it (one that died, else one that failed
+on its own rather than through a peer) and why."""
 from __future__ import annotations
 
 import datetime
@@ -87,7 +88,7 @@ def _one_line(e: BaseException) -> str:
 def spawn(nproc: int, fn: Callable, *args: Any, threads: int = 1, timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Any]:
     """fn(*args) on nproc local ranks (picklable fn), each with `threads` intra-op threads (one by
     default: ranks share the machine's cores) and a process-group timeout of timeout_s; returns
-    every rank's result, by rank, or raises LaunchError naming the rank that failed first."""
+    every rank's result, by rank, or raises LaunchError naming the failed rank at the root of it."""
     ctx = mp.get_context("spawn")
     port = _free_port()
     procs, conns = [], []
@@ -99,8 +100,7 @@ def spawn(nproc: int, fn: Callable, *args: Any, threads: int = 1, timeout_s: flo
         procs.append(p)
         conns.append(recv)
     results: dict[int, tuple] = {}
-    first_failure: int | None = None
-    deadline = None
+    deadline = None   # set when a rank fails: the others' grace period ends then
     try:
         while len(results) < nproc:
             waiting = {c: r for r, c in enumerate(conns) if r not in results}
@@ -122,15 +122,14 @@ def spawn(nproc: int, fn: Callable, *args: Any, threads: int = 1, timeout_s: flo
                     if r not in results and not conns[r].poll():
                         procs[r].join()
                         results[r] = ("died", procs[r].exitcode)
-            for r, res in results.items():
-                if res[0] != "ok" and first_failure is None:
-                    first_failure, deadline = r, time.monotonic() + GRACE_S
+            if deadline is None and any(res[0] != "ok" for res in results.values()):
+                deadline = time.monotonic() + GRACE_S
     finally:
         for p in procs:
             if p.is_alive():
                 p.kill()
             p.join()
-    if first_failure is None:
+    if deadline is None:
         return [results[r][1] for r in range(nproc)]
     raise LaunchError(_cause(results, procs))
 
