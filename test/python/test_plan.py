@@ -75,5 +75,6 @@ def test_plan_cli():
                        capture_output=True, text=True, env=dict(os.environ))
     assert r.returncode == 0, r.stderr
     rows = [line.split() for line in r.stdout.splitlines()[2:]]
-    assert [row[0] for row in rows] == ["none", "sac", "full"]
+    assert [row[0] for row in rows] == ["none", "sac", "full", "auto"]
     assert all(int(row[1].replace(",", "")) % 2 == 0 and "limited" in " ".join(row) for row in rows)
+    assert rows[3][1] == max(rows[:3], key=lambda row: int(row[1].replace(",", "")))[1]
