@@ -65,8 +65,12 @@ def _entry(rank: int, world: int, port: int, threads: int, timeout_s: float, fn:
                       WORLD_SIZE=str(world), LOCAL_RANK=str(rank))
     # torch read OMP_NUM_THREADS when this process imported it (unpickling fn): set the pool itself
     torch.set_num_threads(threads)
-    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=timeout_s))
     try:
+        try:
+            dist.init_process_group("gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=timeout_s))
+        except RuntimeError as e:   # DistStoreError: a peer did not come up in time
+            raise CollectiveError(f"the process group of {world} ranks did not form within {timeout_s:g} s: "
+                                  f"{str(e).splitlines()[0]}") from None
         conn.send(("ok", fn(*args)))
     except BaseException as e:
         if not _user_error(e):
