@@ -139,7 +139,8 @@ class Program:
                 where = f"instruction {idx} ({inst['op']}, {inst['loc']})"
                 if isinstance(e, CollectiveError):
                     raise type(e)(f"{where}: {e}") from None
-                self.mesh.fail_run(self.program, idx, where, self.device)   # the other ranks fail this run too, at its end
+                # the other ranks fail this run too, at its end
+                self.mesh.fail_run(self.program, idx, where, self.device)
                 raise ProgramError(f"{where}: {e}") from e
             if len(out) == 1:
                 regs[out[0]] = res

@@ -128,7 +128,8 @@ def test_model_errors_one_line(hf_dir, tmp_path, capsys):
 def test_wrong_world_size_one_line(art, cmd):
     r = run("autospc", cmd, art, "--nproc", "3", "--steps", "1", ok=False)
     assert r.returncode == 2
-    _one_error_line(r.stderr, "rank 0: the artifact was compiled for sp=2 x dp=1 = 2 ranks, but the process group has 3")
+    _one_error_line(r.stderr, "rank 0: the artifact was compiled for sp=2 x dp=1 = 2 ranks, but the process "
+                              "group has 3")
 
 
 def test_wrong_world_size_under_torchrun(art):

@@ -169,7 +169,8 @@ def test_labels_all_ignored_warn_once_and_match_eager_nan(artifact):
     m.load_state_dict(eager_model.state_dict())
     ids = torch.zeros(2, 16, dtype=torch.long)
     labels = torch.full((2, 16), -100)
-    with pytest.warns(RuntimeWarning, match=r"every label is -100 \(ignore_index\): the loss is a mean over zero tokens"):
+    with pytest.warns(RuntimeWarning, match=r"every label is -100 \(ignore_index\): the loss is a mean over "
+                                            r"zero tokens"):
         loss = m(ids, labels)
     eager = eager_model(ids, labels)
     eager = getattr(eager, "loss", eager)

@@ -75,6 +75,7 @@ def _fail_once_on_rank1(path: str) -> tuple[float, str, float, float]:
 def test_failed_step_fails_every_rank_and_the_next_runs(sp2):
     r0, r1 = spawn(2, _fail_once_on_rank1, sp2)
     assert r1[1].startswith("ProgramError: instruction") and "injected failure" in r1[1], r1
-    assert r0[1] == "PeerFailedError: rank 0: stopped before the end of the forward program: rank 1 failed this step", r0
+    assert r0[1] == ("PeerFailedError: rank 0: stopped before the end of the forward program: "
+                     "rank 1 failed this step"), r0
     assert r0[2] < TIMEOUT_S, r0      # told at the run's end, not by the timeout
     assert r0[3] == r0[0] and r1[3] == r1[0] and r0[0] == r1[0]   # the next step is the clean one

@@ -141,6 +141,9 @@ def _size(text: str) -> str:
     return text
 
 
+TILE_HELP = "LM head + loss and MLPs in N token chunks, 'auto' or 0 (off)"
+
+
 def _tile(text: str) -> str:
     if text != "auto" and not text.isdigit():
         raise argparse.ArgumentTypeError(f"expected 'auto' or a number of chunks (0: off), got {text!r}")
@@ -174,8 +177,9 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--remat", choices=["none", "full", "sac", "auto"], default="sac",
                    help="what the forward saves for the backward (sac: sequence-aware; auto: the per-value "
                         "plan with the least recompute that fits --memory-budget)")
-    c.add_argument("--memory-budget", type=_size, help="per-rank bytes or e.g. 12GiB; compiling fails above it (default: no budget)")
-    c.add_argument("--tile", type=_tile, default="auto", help="LM head + loss and MLPs in N token chunks, 'auto' or 0 (off)")
+    c.add_argument("--memory-budget", type=_size,
+                   help="per-rank bytes or e.g. 12GiB; compiling fails above it (default: no budget)")
+    c.add_argument("--tile", type=_tile, default="auto", help=TILE_HELP)
     c.add_argument("-o", "--output", required=True, help="artifact directory to write")
     c.set_defaults(fn=cmd_compile)
     pl = command("plan", "the longest sequence that fits a memory size, per remat policy (none, sac, full, auto)")
@@ -184,7 +188,7 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--dp", type=_count, default=1, help="data-parallel degree")
     pl.add_argument("--batch", type=_count, default=1, help="sequences per step (per dp replica)")
     pl.add_argument("--memory", type=_size, required=True, help="per-rank memory, e.g. 80GiB")
-    pl.add_argument("--tile", type=_tile, default="auto", help="LM head + loss and MLPs in N token chunks, 'auto' or 0 (off)")
+    pl.add_argument("--tile", type=_tile, default="auto", help=TILE_HELP)
     pl.set_defaults(fn=cmd_plan)
     i = command("inspect", "stages, collectives and bytes moved per step, parameters, predicted peak")
     i.add_argument("artifact", help="artifact directory")
@@ -201,7 +205,8 @@ def _parser() -> argparse.ArgumentParser:
         t.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
                        help="seconds a collective waits for a peer before the run fails")
         if name == "train":
-            t.add_argument("--steps", type=_count, default=20, help="optimizer steps in all (a resumed run continues to it)")
+            t.add_argument("--steps", type=_count, default=20,
+                           help="optimizer steps in all (a resumed run continues to it)")
             t.add_argument("--lr", type=float, default=3e-3, help="AdamW learning rate")
             t.add_argument("--threads", type=_count, default=1, help="intra-op threads per rank")
             t.add_argument("--data", help="a text file, a tokenized .bin or a datasets directory (default: "
@@ -213,8 +218,8 @@ def _parser() -> argparse.ArgumentParser:
             t.add_argument("--checkpoint", metavar="DIR", help="write checkpoints (safetensors + JSON) to DIR "
                                                                 "(default: none written)")
             t.add_argument("--save-every", type=int, default=0, help="steps between checkpoints (0: only at the end)")
-            t.add_argument("--resume", metavar="DIR", help="resume model, optimizer, RNG and data position "
-                                                           "from DIR's latest step or DIR/step-N (default: start afresh)")
+            t.add_argument("--resume", metavar="DIR", help="resume model, optimizer, RNG and data position from "
+                                                           "DIR's latest step or DIR/step-N (default: start afresh)")
             t.add_argument("--log", metavar="FILE", help="one row per step (loss, tokens/s) to FILE.csv or FILE.jsonl "
                                                             "(default: printed only)")
         else:
