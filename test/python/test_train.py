@@ -20,6 +20,14 @@ def _compile(spec: str, path: str, sp: int = 2, seq: int = 16, batch: int = 2) -
     return path
 
 
+@pytest.fixture(autouse=True)
+def _keep_threads():
+    """`autospc train` on one rank runs in this process and sets its thread pool (--threads)."""
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="module")
 def tiny1(tmp_path_factory) -> str:
     return _compile("builtin:tiny-llama", str(tmp_path_factory.mktemp("tiny") / "t.autosp"), sp=1)
