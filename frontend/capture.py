@@ -198,6 +198,9 @@ def _hf_compat() -> Iterator[None]:
 
 def capture_train_step(model: nn.Module, batch: int, seq_len: int) -> CapturedStep:
     """The joint forward+backward graph of `loss = model(input_ids, labels)` at [batch, seq_len]."""
+    if batch < 1 or seq_len < 2:
+        raise CompileError(f"a training step needs batch >= 1 and seq_len >= 2 (the loss predicts each next "
+                           f"token), got batch={batch}, seq_len={seq_len}")
     named = dict(model.named_parameters(remove_duplicate=False))
     unique = dict(model.named_parameters())
     first = {id(p): n for n, p in unique.items()}

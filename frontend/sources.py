@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import json
 import os
 from typing import Iterator
 
@@ -55,27 +56,51 @@ def load_model(spec: str, *, empty: bool = False, seed: int = 0) -> nn.Module:
             return TinyLlamaForCausalLM(BUILTINS[rest]())
     if kind == "hf":
         import transformers
-        cfg_file = _hf_config_path(rest)
-        config = transformers.AutoConfig.from_pretrained(os.path.dirname(os.path.abspath(cfg_file)))
+        folder = os.path.dirname(os.path.abspath(_hf_config_path(rest)))
+        try:
+            config = transformers.AutoConfig.from_pretrained(folder)
+        except (KeyError, ValueError) as e:   # an unknown model_type: KeyError inside transformers
+            with open(os.path.join(folder, "config.json")) as f:
+                model_type = json.load(f).get("model_type")
+            raise CompileError(f"{spec}: transformers {transformers.__version__} cannot read this config "
+                               f"(model_type {model_type!r}): {_first_line(e)}") from None
         config._attn_implementation = "sdpa"
-        folder = os.path.dirname(os.path.abspath(cfg_file))
         has_weights = any(f.endswith((".safetensors", ".bin")) for f in os.listdir(folder))
-        if has_weights and not empty:
-            return transformers.AutoModelForCausalLM.from_pretrained(folder, attn_implementation="sdpa",
-                                                                     torch_dtype=torch.float32)
-        with ctx:
-            return transformers.AutoModelForCausalLM.from_config(config, attn_implementation="sdpa",
-                                                                  torch_dtype=torch.float32)
+        # transformers' own refusals (e.g. a model without SDPA support) re-worded with the model's name
+        try:
+            if has_weights and not empty:
+                return transformers.AutoModelForCausalLM.from_pretrained(folder, attn_implementation="sdpa",
+                                                                         dtype=torch.float32)
+            with ctx:
+                return transformers.AutoModelForCausalLM.from_config(config, attn_implementation="sdpa",
+                                                                      dtype=torch.float32)
+        except (ValueError, ImportError, OSError, NotImplementedError) as e:
+            raise CompileError(f"{spec}: transformers {transformers.__version__} refuses to build this "
+                               f"{config.model_type} model ({', '.join(config.architectures or [])}) with "
+                               f"attn_implementation='sdpa': {_first_line(e)}") from None
     if kind == "py":
         mod, _, fn = rest.partition(":")
         if not mod or not fn:
             raise CompileError(f"py source must be py:module:function, got {spec!r}")
+        try:
+            factory = getattr(importlib.import_module(mod), fn)
+        except ImportError as e:
+            raise CompileError(f"{spec}: cannot import module {mod!r} ({_first_line(e)}); is it on PYTHONPATH?") \
+                from None
+        except AttributeError:
+            raise CompileError(f"{spec}: module {mod!r} has no attribute {fn!r}") from None
         with ctx:
-            model = getattr(importlib.import_module(mod), fn)()
+            model = factory()
         if not isinstance(model, nn.Module):
             raise CompileError(f"{spec} returned {type(model).__name__}, not an nn.Module")
         return model
     raise CompileError(f"unknown model source {spec!r}: use builtin:NAME, hf:PATH or py:module:function")
+
+
+def _first_line(e: BaseException) -> str:
+    """The first sentence of the first line: transformers' messages go on with advice and links."""
+    line = " ".join(str(e).strip().split("\n")[0].split())
+    return line.split(". ")[0].rstrip(".") or type(e).__name__
 
 
 def vocab_size(model: nn.Module) -> int:

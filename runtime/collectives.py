@@ -2,18 +2,40 @@
 through torch.distributed (gloo on CPU, NCCL/RCCL when the tensors are on a GPU).
 
 Ranks are laid out sp-major inside a dp replica: rank = dp_index * sp + sp_index.
+
+Trust: the mesh's groups carry a timeout (DEFAULT_TIMEOUT_S unless the caller asks), so a stalled or
+dead peer turns into a CollectiveError naming this rank, the collective, the group and the peers it
+waited for. At the end of every program run the ranks exchange one flag each over the world group
+(`agree`). A rank whose run failed (`fail_run`) first joins the run's remaining collectives with
+zeros of their declared shapes, so its peers are never left waiting inside the program, then raises
+its flag: every rank fails the same run at the same point and the next step starts in lockstep (a
+notebook that catches the error can simply run the step again). One flag per run, not one per
+collective: each blocking exchange costs a rendezvous of every rank.
 """
 from __future__ import annotations
+
+import datetime
 
 import torch
 import torch.distributed as dist
 
-from .artifact import ArtifactError
+from .artifact import DTYPES, ArtifactError
+
+DEFAULT_TIMEOUT_S = 300.0   # minutes, not gloo's 30: a stalled peer is an error, not a silent hang
+
+
+class CollectiveError(RuntimeError):
+    """A collective did not complete: a peer stalled, died, or failed this step."""
+
+
+class PeerFailedError(CollectiveError):
+    """Another rank failed this step; this rank stops at the same point."""
 
 
 class Mesh:
-    def __init__(self, sp: int, dp: int):
+    def __init__(self, sp: int, dp: int, timeout_s: float = DEFAULT_TIMEOUT_S):
         self.sp, self.dp = sp, dp
+        self.timeout_s = timeout_s
         if not dist.is_available() or not dist.is_initialized():
             if sp * dp != 1:
                 raise ArtifactError(f"the artifact was compiled for sp={sp} x dp={dp} = {sp * dp} ranks; "
@@ -25,16 +47,21 @@ class Mesh:
             raise ArtifactError(f"the artifact was compiled for sp={sp} x dp={dp} = {sp * dp} ranks, but the "
                                 f"process group has {world}")
         self.rank = dist.get_rank()
-        self.groups = {"world": dist.group.WORLD}
-        # every rank creates every group, in the same order, as torch.distributed requires
+        timeout = datetime.timedelta(seconds=timeout_s)
+        # every rank creates every group, in the same order, as torch.distributed requires; the world
+        # group too, for its timeout (the default group's is whatever the caller initialized)
+        self.groups = {"world": dist.new_group(list(range(world)), timeout=timeout)}
+        self.members = {"world": list(range(world))}
         for d in range(dp):
-            g = dist.new_group(list(range(d * sp, (d + 1) * sp)))
+            ranks = list(range(d * sp, (d + 1) * sp))
+            g = dist.new_group(ranks, timeout=timeout)
             if self.rank // sp == d:
-                self.groups["sp"] = g
+                self.groups["sp"], self.members["sp"] = g, ranks
         for s in range(sp):
-            g = dist.new_group(list(range(s, sp * dp, sp)))
+            ranks = list(range(s, sp * dp, sp))
+            g = dist.new_group(ranks, timeout=timeout)
             if self.rank % sp == s:
-                self.groups["dp"] = g
+                self.groups["dp"], self.members["dp"] = g, ranks
 
     def size(self, group: str) -> int:
         return {"sp": self.sp, "dp": self.dp, "world": self.sp * self.dp}[group]
@@ -42,13 +69,55 @@ class Mesh:
     def index(self, group: str) -> int:
         return {"sp": self.rank % self.sp, "dp": self.rank // self.sp, "world": self.rank}[group]
 
+    # ------------------------------------------------------------------ failing together
+    def _call(self, what: str, group: str, fn, *args, **kwargs) -> None:
+        """One torch.distributed call; a timeout or a lost peer becomes a one-line CollectiveError."""
+        try:
+            fn(*args, group=self.groups[group], **kwargs)
+        except RuntimeError as e:
+            peers = [r for r in self.members[group] if r != self.rank]
+            cause = str(e).strip().split("\n")[0].rpartition("] ")[2]
+            verb = "got no answer from" if "Timed out" in cause or "timed out" in cause else "lost"
+            raise CollectiveError(f"rank {self.rank}: {what} over the {group} group {self.members[group]} {verb} "
+                                  f"rank{'s' if len(peers) > 1 else ''} {', '.join(map(str, peers))} (timeout "
+                                  f"{self.timeout_s:g} s): {cause}") from None
+
+    def agree(self, where: str, device: torch.device, failed: bool = False) -> None:
+        """Exchange every rank's failure flag over the world group (on the run device, as NCCL
+        needs); raise if another rank failed."""
+        if self.sp * self.dp == 1:
+            return
+        flags = torch.zeros(self.sp * self.dp, dtype=torch.int32, device=device)
+        flags[self.rank] = int(failed)
+        self._call(f"the failure check before {where}", "world", dist.all_reduce, flags)
+        bad = flags.nonzero().flatten().tolist()
+        if bad and not failed:
+            raise PeerFailedError(f"rank {self.rank}: stopped before {where}: rank{'s' if len(bad) > 1 else ''} "
+                                  f"{', '.join(map(str, bad))} failed this step")
+
+    def fail_run(self, program: dict, failed_at: int, where: str, device: torch.device) -> None:
+        """This rank's run of `program` failed at instruction failed_at (not in a collective): join
+        the remaining collectives with zeros of their declared input shapes, then raise the flag at
+        the run's end, where the other ranks' agree() fails them too."""
+        if self.sp * self.dp == 1:
+            return
+        declared = {i: (a["shape"], a["dtype"]) for i, a in enumerate(program["args"])}
+        for inst in program["instructions"]:
+            for out, shape, dtype in zip(inst["out"], inst.get("shapes", []), inst.get("dtypes", [])):
+                declared[out] = (shape, dtype)
+        for inst in program["instructions"][failed_at + 1:]:
+            if inst["op"] in COLLECTIVES:
+                shape, dtype = declared[inst["args"][0]["r"]]
+                COLLECTIVES[inst["op"]](self, torch.zeros(shape, dtype=DTYPES[dtype], device=device), inst["attrs"])
+        self.agree(where, device, failed=True)
+
     # ------------------------------------------------------------------ sp ops
     def all_reduce(self, x: torch.Tensor, op: str, group: str) -> torch.Tensor:
         if self.size(group) == 1:
             return x
         out = x.clone()
-        dist.all_reduce(out, op={"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX,
-                                 "avg": dist.ReduceOp.SUM}[op], group=self.groups[group])
+        self._call("sp.all_reduce", group, dist.all_reduce, out,
+                   op={"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "avg": dist.ReduceOp.SUM}[op])
         return out / self.size(group) if op == "avg" else out
 
     def all_to_all(self, x: torch.Tensor, scatter_dim: int, gather_dim: int, group: str) -> torch.Tensor:
@@ -57,7 +126,7 @@ class Mesh:
             return x
         send = [c.contiguous() for c in x.chunk(n, scatter_dim)]
         recv = [torch.empty_like(send[0]) for _ in range(n)]
-        dist.all_to_all(recv, send, group=self.groups[group])
+        self._call("sp.all_to_all", group, dist.all_to_all, recv, send)
         return torch.cat(recv, gather_dim)
 
     def all_gather(self, x: torch.Tensor, dim: int, group: str) -> torch.Tensor:
@@ -66,7 +135,7 @@ class Mesh:
             return x
         x = x.contiguous()
         parts = [torch.empty_like(x) for _ in range(n)]
-        dist.all_gather(parts, x, group=self.groups[group])
+        self._call("sp.all_gather", group, dist.all_gather, parts, x)
         return torch.cat(parts, dim)
 
     def reduce_scatter(self, x: torch.Tensor, dim: int, group: str) -> torch.Tensor:
@@ -75,7 +144,7 @@ class Mesh:
             return x
         parts = [c.contiguous() for c in x.chunk(n, dim)]
         out = torch.empty_like(parts[0])
-        dist.reduce_scatter(out, parts, group=self.groups[group])
+        self._call("sp.reduce_scatter", group, dist.reduce_scatter, out, parts)
         return out
 
     def shard_slice(self, x: torch.Tensor, dim: int, group: str) -> torch.Tensor:
@@ -93,7 +162,17 @@ class Mesh:
             nxt = torch.full_like(head, fill)
         else:
             heads = [torch.empty_like(head.contiguous()) for _ in range(n)]
-            dist.all_gather(heads, head.contiguous(), group=self.groups[group])
+            self._call("sp.halo", group, dist.all_gather, heads, head.contiguous())
             i = self.index(group)
             nxt = heads[i + 1] if i + 1 < n else torch.full_like(head, fill)
         return torch.cat([x.narrow(dim, width, x.shape[dim] - width), nxt], dim)
+
+
+# the sp collectives by op name, as the executor calls them: (mesh, input, attrs) -> output
+COLLECTIVES = {
+    "sp.all_to_all": lambda m, x, a: m.all_to_all(x, a["scatter_dim"], a["gather_dim"], a["group"]),
+    "sp.all_reduce": lambda m, x, a: m.all_reduce(x, a["op"], a["group"]),
+    "sp.all_gather": lambda m, x, a: m.all_gather(x, a["dim"], a["group"]),
+    "sp.reduce_scatter": lambda m, x, a: m.reduce_scatter(x, a["dim"], a["group"]),
+    "sp.halo": lambda m, x, a: m.halo(x, a["dim"], a["width"], a["fill"], a["group"]),
+}

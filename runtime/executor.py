@@ -16,7 +16,7 @@ import torch
 
 from . import kernels
 from .artifact import ALLOWED_ATEN, DTYPES, SP_OPS, ArtifactError, resolve
-from .collectives import Mesh
+from .collectives import COLLECTIVES, CollectiveError, Mesh
 from .memory import LiveBytes
 
 
@@ -34,8 +34,8 @@ def _resolve(qualified: str):
 
 
 class Program:
-    def __init__(self, program: dict, mesh: Mesh):
-        self.program = program
+    def __init__(self, program: dict, mesh: Mesh, name: str = "program"):
+        self.program, self.name = program, name
         self.mesh = mesh
         self.device: torch.device = torch.device("cpu")
         self.generator: torch.Generator | None = None
@@ -80,18 +80,11 @@ class Program:
             return lambda q, k, v: kernels.attention(q, k, v, attrs["causal"], attrs["scale"], attrs["kv_groups"])
         if op == "sp.attention_grad":
             return lambda *x: kernels.attention_grad(*x, attrs["causal"], attrs["scale"], attrs["kv_groups"])
-        if op == "sp.all_to_all":
-            return lambda x: mesh.all_to_all(x, attrs["scatter_dim"], attrs["gather_dim"], attrs["group"])
-        if op == "sp.all_reduce":
-            return lambda x: mesh.all_reduce(x, attrs["op"], attrs["group"])
-        if op == "sp.all_gather":
-            return lambda x: mesh.all_gather(x, attrs["dim"], attrs["group"])
-        if op == "sp.reduce_scatter":
-            return lambda x: mesh.reduce_scatter(x, attrs["dim"], attrs["group"])
+        if op in COLLECTIVES:
+            collective = COLLECTIVES[op]
+            return lambda x: collective(mesh, x, attrs)
         if op == "sp.shard_slice":
             return lambda x: mesh.shard_slice(x, attrs["dim"], attrs["group"])
-        if op == "sp.halo":
-            return lambda x: mesh.halo(x, attrs["dim"], attrs["width"], attrs["fill"], attrs["group"])
         if op == "prim.unpack":
             return lambda xs: tuple(xs)
         if op == "aten.native_dropout.default":
@@ -143,9 +136,14 @@ class Program:
                 res = fn(*[regs[v] if k == REG else value(regs, k, v) for k, v in operands])
             except Exception as e:
                 inst = self.program["instructions"][idx]
+                where = f"instruction {idx} ({inst['op']}, {inst['loc']})"
+                if isinstance(e, CollectiveError):
+                    raise type(e)(f"{where}: {e}") from None
+                # the other ranks fail this run too, at its end
+                self.mesh.fail_run(self.program, idx, where, self.device)
                 # an out-of-memory stays catchable as such: callers back off or probe lengths with it
                 kind = torch.OutOfMemoryError if isinstance(e, torch.OutOfMemoryError) else ProgramError
-                raise kind(f"instruction {idx} ({inst['op']}, {inst['loc']}): {e}") from e
+                raise kind(f"{where}: {e}") from e
             if len(out) == 1:
                 regs[out[0]] = res
             else:
@@ -160,6 +158,7 @@ class Program:
             for f in free:
                 regs[f] = None
         self.checked = True
+        self.mesh.agree(f"the end of the {self.name}", self.device)   # no rank leaves a failed run
         return [regs[o] for o in self.program["outputs"]]
 
     def _check(self, idx: int, results) -> None:

@@ -6,13 +6,17 @@ already-reduced gradients to autograd, so .grad accumulates as usual and any tor
 torch.save(m.state_dict()) and DDP-style loops work unchanged."""
 from __future__ import annotations
 
+import warnings
+
 import torch
 import torch.nn as nn
 
 from .artifact import DTYPES, Artifact, read
-from .collectives import Mesh
+from .collectives import DEFAULT_TIMEOUT_S, Mesh
 from .executor import Program
 from .memory import LiveBytes, resident_bytes
+
+IGNORE_INDEX = -100   # cross_entropy's default ignore_index, which the captured losses use
 
 
 class _Step(torch.autograd.Function):
@@ -39,13 +43,14 @@ class _Step(torch.autograd.Function):
 
 
 class CompiledModule(nn.Module):
-    def __init__(self, artifact: Artifact):
+    def __init__(self, artifact: Artifact, timeout_s: float = DEFAULT_TIMEOUT_S):
         super().__init__()
         self.artifact = artifact
         prog = artifact.program
-        self.mesh = Mesh(prog["mesh"]["sp"], prog["mesh"]["dp"])
+        self.mesh = Mesh(prog["mesh"]["sp"], prog["mesh"]["dp"], timeout_s)
         fwd, bwd = prog["programs"]["forward"], prog["programs"]["backward"]
-        self.forward_program, self.backward_program = Program(fwd, self.mesh), Program(bwd, self.mesh)
+        self.forward_program = Program(fwd, self.mesh, "forward program")
+        self.backward_program = Program(bwd, self.mesh, "backward program")
         self._param_names = [a["name"] for a in fwd["args"] if a["role"] == "param"]
         self._buffer_names = [a["name"] for a in fwd["args"] if a["role"] == "buffer"]
         self._grad_names = [r.split(":", 1)[1] for r in bwd["results"]]
@@ -54,6 +59,7 @@ class CompiledModule(nn.Module):
         # mark (parameters, buffers, .grad, inputs, saved values and every program value; on a GPU
         # torch.cuda.max_memory_allocated)
         self.measure_memory = False
+        self._warned_no_tokens = False   # a batch without a counted label warns once
         self.peak_bytes: int | None = None
         specs = artifact.params["parameters"]
         for name in self._param_names:
@@ -92,11 +98,36 @@ class CompiledModule(nn.Module):
         if list(input_ids.shape) != self.input_shape or list(labels.shape) != self.input_shape:
             raise ValueError(f"compiled for input_ids and labels of shape {self.input_shape}, got "
                              f"{list(input_ids.shape)} and {list(labels.shape)}")
+        if not self._warned_no_tokens and labels.device.type == "cpu" and bool((labels == IGNORE_INDEX).all()):
+            self._warned_no_tokens = True
+            warnings.warn(f"every label is {IGNORE_INDEX} (ignore_index): the loss is a mean over zero tokens, NaN, "
+                          "as eager PyTorch's cross_entropy gives (and zero gradients)", RuntimeWarning, stacklevel=2)
         params = [self.get_parameter(n) for n in self._param_names]
         self.forward_program.device = self.backward_program.device = params[0].device
         return _Step.apply(self, input_ids.to(params[0].device), labels.to(params[0].device), *params)
 
 
-def load(path: str) -> CompiledModule:
-    """Load and verify an artifact; call inside the initialized process group (world = sp x dp)."""
-    return CompiledModule(read(path))
+    def rng_state(self) -> dict[str, torch.Tensor]:
+        """This rank's dropout generators (torch.Generator states, uint8): with torch's own RNG and
+        the data position, what a checkpoint needs for a bit-identical resume. Each program's
+        generator is created here if it was not yet (seeded as the first draw would seed it)."""
+        return {name: self._program_generator(prog).get_state() for name, prog in self._programs().items()}
+
+    def set_rng_state(self, state: dict[str, torch.Tensor]) -> None:
+        """Restore what rng_state() returned (on the same rank of the same mesh)."""
+        for name, prog in self._programs().items():
+            self._program_generator(prog).set_state(state[name])
+
+    def _programs(self) -> dict[str, Program]:
+        return {"forward": self.forward_program, "backward": self.backward_program}
+
+    def _program_generator(self, prog: Program) -> torch.Generator:
+        prog.device = next(self.parameters()).device
+        return prog._generator()
+
+
+def load(path: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> CompiledModule:
+    """Load and verify an artifact; call inside the initialized process group (world = sp x dp).
+    Its collectives give up after timeout_s seconds without an answer from a peer (CollectiveError
+    naming the collective and the peers), and a rank whose step fails makes every rank fail it."""
+    return CompiledModule(read(path), timeout_s)

@@ -178,8 +178,11 @@ def options(sp: int, dp: int, remat: str, memory_budget: int | str | None, tile:
         raise CompileError("remat='auto' needs a memory_budget (bytes or a string like '12GiB')")
     try:
         budget = parse_bytes(memory_budget) if memory_budget is not None else None
+    except ValueError as e:
+        raise CompileError(f"memory_budget: {e}") from None
+    try:
         return SpPipeline(sp=sp, dp=dp, remat=remat, budget=budget, tile=str(tile or 0))
-    except (OptionError, ValueError) as e:
+    except OptionError as e:
         raise CompileError(str(e).removeprefix("sp-pipeline: ")) from None
 
 

@@ -77,7 +77,16 @@ def longest_sequence(model: nn.Module, sp: int, memory: int, batch: int = 1, dp:
     for p in policies:
         hi = max(max(f.seq_len for f in fits if f.policy == p), 2 * g)
         again += _fit(model, sp, dp, memory, batch, (p,), tile, g, max(hi // 2 // g * g, g), hi, optimizers)
-    return again
+    return again + [_auto([f for f in again if f.optimizer == name]) for name in optimizers]
+
+
+def _auto(fits: list[Fit]) -> Fit:
+    """remat="auto" (with memory_budget=memory) tries none and every plan between the sac and full
+    bases, full the leanest of them: it fits exactly as far as the longest named policy, whose plan it
+    takes there; shorter sequences leave it room to recompute less."""
+    best = max(fits, key=lambda f: (f.seq_len, -f.predicted_peak_bytes))
+    return Fit("auto", best.seq_len, best.predicted_peak_bytes, best.breakdown,
+               f"{best.limit} (there auto's plan is {best.policy})" if best.seq_len else best.limit, best.optimizer)
 
 
 # the sides of a step, each affine in S: the forward, the backward, and the optimizer step (all the

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import torch
 
 from autosp.frontend.sources import load_model, vocab_size
+from autosp.runtime.collectives import DEFAULT_TIMEOUT_S
 
 
 @dataclass
@@ -83,10 +84,11 @@ def run_rank(artifact: str, spec: str, seed: int = 0, steps: int = 1, lr: float 
     return Report(got.item(), eager, loss_err, ranked, steps)
 
 
-def verify(artifact: str, spec: str, nproc: int, seed: int = 0, steps: int = 1, lr: float = 1e-3) -> list[Report]:
+def verify(artifact: str, spec: str, nproc: int, seed: int = 0, steps: int = 1, lr: float = 1e-3,
+           timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Report]:
     from .launch import spawn, under_torchrun
     if under_torchrun():
         from .launch import init_from_env
-        init_from_env()
+        init_from_env(timeout_s=timeout_s)
         return [run_rank(artifact, spec, seed, steps, lr)]
-    return spawn(nproc, run_rank, artifact, spec, seed, steps, lr)
+    return spawn(nproc, run_rank, artifact, spec, seed, steps, lr, timeout_s=timeout_s)

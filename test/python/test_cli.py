@@ -1,10 +1,12 @@
 """autospc end to end: compile, inspect, verify, train (spawned ranks and torchrun), demo."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -76,3 +78,109 @@ def test_demo():
     r = run("autospc", "demo", "--steps", "8")
     m = re.search(r"loss (\d+\.\d+) -> (\d+\.\d+)", r.stdout)
     assert m and float(m.group(2)) < float(m.group(1)) - 0.5, r.stdout
+
+
+# ------------------------------------------------------------------ one line for every user error
+def _one_error_line(err: str, *needles: str) -> None:
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("autospc: error: "), err
+    for n in needles:
+        assert n in lines[0], (n, err)
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--seq-len", "0"], "argument --seq-len: must be >= 1, got 0"),
+    (["--seq-len", "-8"], "argument --seq-len: must be >= 1, got -8"),
+    (["--seq-len", "16", "--batch", "0"], "argument --batch: must be >= 1, got 0"),
+    (["--seq-len", "16", "--batch", "-1"], "argument --batch: must be >= 1, got -1"),
+    (["--seq-len", "16", "--memory-budget", "abc"], "cannot read 'abc' as a size"),
+])
+def test_argument_errors_one_line(argv, needle, capsys):
+    from autosp.cli.autospc import main
+    with pytest.raises(SystemExit) as e:
+        main(["compile", "builtin:tiny-llama", *argv, "-o", "unused"])
+    assert e.value.code == 2
+    _one_error_line(capsys.readouterr().err, needle)
+
+
+def test_model_errors_one_line(hf_dir, tmp_path, capsys):
+    from autosp.cli.autospc import main
+    bad = tmp_path / "foobar"
+    bad.mkdir()
+    (bad / "config.json").write_text('{"model_type": "foobar", "vocab_size": 64}')
+    gemma2 = tmp_path / "gemma2"
+    gemma2.mkdir()
+    (gemma2 / "config.json").write_text(json.dumps(dict(model_type="gemma2", architectures=["Gemma2ForCausalLM"],
+                                                        vocab_size=96, hidden_size=32, num_hidden_layers=1,
+                                                        num_attention_heads=4, num_key_value_heads=2, head_dim=8)))
+    cases = [("builtin:tiny-llama", "1", "needs batch >= 1 and seq_len >= 2", "got batch=1, seq_len=1"),
+             ("py:no_such_module:fn", "16", "py:no_such_module:fn: cannot import module 'no_such_module'", ""),
+             (f"hf:{bad}", "16", "model_type 'foobar'", "does not recognize this architecture"),
+             (f"hf:{gemma2}", "16", "refuses to build this gemma2 model (Gemma2ForCausalLM)",
+              "does not support an attention implementation through torch.nn.functional.scaled_dot_product_attention")]
+    for spec, seq, *needles in cases:
+        assert main(["compile", spec, "--seq-len", seq, "-o", str(tmp_path / "x")]) == 2
+        _one_error_line(capsys.readouterr().err, *needles)
+    # an hf: source is built with dtype=, so transformers prints no torch_dtype deprecation
+    from autosp.frontend import load_model
+    load_model(f"hf:{hf_dir('llama')}", empty=True)
+    assert "torch_dtype" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("cmd", ["train", "verify"])
+def test_wrong_world_size_one_line(art, cmd):
+    r = run("autospc", cmd, art, "--nproc", "3", "--steps", "1", ok=False)
+    assert r.returncode == 2
+    _one_error_line(r.stderr, "rank 0: the artifact was compiled for sp=2 x dp=1 = 2 ranks, but the process "
+                              "group has 3")
+
+
+def test_wrong_world_size_under_torchrun(art):
+    r = run(sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "3", "--master-port", "29519",
+            "-m", "autosp.cli.autospc",
+            "train", art, "--steps", "1", ok=False)
+    assert r.returncode != 0 and 'autospc.py", line' not in r.stderr   # torchrun's own summary follows ours
+    # one line from each rank (their writes may interleave)
+    assert r.stderr.count("autospc: error: the artifact was compiled for sp=2 x dp=1 = 2 ranks, but the process "
+                          "group has 3") == 3, r.stderr
+
+
+def test_killed_rank_named_with_its_signal(art):
+    """SIGKILL one of `autospc train`'s ranks: one line naming the rank, its pid and the signal; no
+    leaked-semaphore warning."""
+    import signal
+    import time
+    env = dict(os.environ, PYTHONPATH=HERE + os.pathsep + os.environ.get("PYTHONPATH", ""), PYTHONUNBUFFERED="1")
+    p = subprocess.Popen(["autospc", "train", art, "--nproc", "2", "--steps", "100000"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=env)
+    assert "step" in p.stdout.readline()          # both ranks are training
+    ranks = []
+    for child in open(f"/proc/{p.pid}/task/{p.pid}/children").read().split():
+        if "spawn_main" in open(f"/proc/{child}/cmdline").read():
+            ranks.append(int(child))
+    assert len(ranks) == 2, ranks
+    os.kill(ranks[1], signal.SIGKILL)
+    t = time.monotonic()
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 2 and time.monotonic() - t < 30
+    assert "leaked" not in err
+    _one_error_line(err, f"(pid {ranks[1]}) was killed by SIGKILL")
+
+
+def test_every_help_describes_every_argument_with_its_default():
+    import argparse
+
+    from autosp.cli.autospc import _parser
+    sub = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert set(sub.choices) == {"compile", "plan", "inspect", "train", "verify", "demo"}
+    for name, p in sub.choices.items():
+        text = " ".join(p.format_help().split())
+        for action in p._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue
+            assert action.help, (name, action.dest)
+            if action.default not in (None, False):
+                assert f"(default: {action.default})" in text, (name, action.dest)
+            elif action.default is None and action.option_strings and not action.required:
+                assert "default" in action.help, (name, action.dest)
+    assert "auto" in sub.choices["plan"].description

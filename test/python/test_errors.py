@@ -207,3 +207,22 @@ def test_wrong_world_size(tmp_path):
     _compile("builtin:tiny-llama", sp=2).save(path)
     msgs = spawn(3, _load_in_group, path)
     assert all("compiled for sp=2 x dp=1 = 2 ranks, but the process group has 3" in m for m in msgs), msgs
+
+
+def test_labels_all_ignored_warn_once_and_match_eager_nan(artifact):
+    """A batch with no counted label: a loss over zero tokens, NaN as in eager, and one warning."""
+    import warnings
+    m = autosp.load(artifact)
+    eager_model = load_model("builtin:tiny-llama")
+    m.load_state_dict(eager_model.state_dict())
+    ids = torch.zeros(2, 16, dtype=torch.long)
+    labels = torch.full((2, 16), -100)
+    with pytest.warns(RuntimeWarning, match=r"every label is -100 \(ignore_index\): the loss is a mean over "
+                                            r"zero tokens"):
+        loss = m(ids, labels)
+    eager = eager_model(ids, labels)
+    eager = getattr(eager, "loss", eager)
+    assert torch.isnan(loss) and torch.isnan(eager)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert torch.isnan(m(ids, labels))            # once

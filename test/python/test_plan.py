@@ -20,7 +20,9 @@ def test_longest_sequence_matches_measured_runs(tmp_path):
     budget = 16 * MiB
     fits = {f.policy: f for f in longest_sequence(load_model("builtin:tiny-llama", empty=True), sp=1,
                                                  memory=budget, batch=2)}
-    assert set(fits) == {"none", "sac", "full"}
+    assert set(fits) == {"none", "sac", "full", "auto"}
+    # auto's plans run from none to the full base: it fits as far as the leanest named policy
+    assert fits["auto"].seq_len == max(fits[p].seq_len for p in ("none", "sac", "full")) > 0
     for policy in ("none", "sac"):
         s = fits[policy].seq_len
         assert s > 0 and fits[policy].predicted_peak_bytes <= budget
@@ -93,11 +95,15 @@ def test_plan_cli():
     assert "sharded over the 2 ranks by ZeroRedundancyOptimizer (ZeRO-1)" in r.stdout.splitlines()[0]
     rows = [line.split() for line in r.stdout.splitlines()[2:]]
     # policy, optimizer, states (value unit), seq_len, peak (value unit), limited by ...
-    assert [(row[0], row[1]) for row in rows] == [(p, o) for p in ("none", "sac", "full") for o in ("AdamW", "ZeRO-1")]
+    pairs = [(p, o) for p in ("none", "sac", "full") for o in ("AdamW", "ZeRO-1")]
+    assert [(row[0], row[1]) for row in rows] == pairs + [("auto", "AdamW"), ("auto", "ZeRO-1")]
     assert all(int(row[4].replace(",", "")) % 2 == 0 and "limited" in " ".join(row) for row in rows)
-    from autosp.inspect_artifact import human
+    from autosp.units import human
     model = load_model("builtin:tiny-llama", empty=True)
     for adamw, zero in zip(rows[::2], rows[1::2]):
         assert " ".join(adamw[2:4]) == human(optimizer_state_bytes(model))
         assert " ".join(zero[2:4]) == human(optimizer_state_bytes(model, ranks=2))
         assert int(zero[4].replace(",", "")) >= int(adamw[4].replace(",", ""))
+    # auto fits as far as the longest named policy, per optimizer
+    for auto, opt in zip(rows[6:], ("AdamW", "ZeRO-1")):
+        assert auto[4] == max((row for row in rows[:6] if row[1] == opt), key=lambda row: int(row[4].replace(",", "")))[4]

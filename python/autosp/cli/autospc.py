@@ -15,6 +15,8 @@ import os
 import sys
 import tempfile
 
+from autosp.runtime.collectives import DEFAULT_TIMEOUT_S
+
 
 def _compile(spec: str, seq_len: int, batch: int, sp: int, dp: int, out: str, remat: str = "sac",
              memory_budget: str | None = None, tile: str | None = None, keep_ir: bool = False) -> None:
@@ -77,14 +79,17 @@ def cmd_plan(a) -> int:
 
 
 def cmd_train(a) -> int:
-    from autosp.train import train
-    train(a.artifact, _source(a.artifact, a.model), a.nproc, a.steps, a.lr, a.seed, a.zero)
+    from autosp.train import TrainOptions, train
+    train(a.artifact, _source(a.artifact, a.model), a.nproc, TrainOptions(
+        steps=a.steps, lr=a.lr, seed=a.seed, data=a.data, tokenizer=a.tokenizer, bin_dtype=a.bin_dtype,
+        checkpoint=a.checkpoint, save_every=a.save_every, resume=a.resume, log=a.log, threads=a.threads,
+        timeout_s=a.timeout, zero=a.zero))
     return 0
 
 
 def cmd_verify(a) -> int:
     from autosp.verify import verify
-    reports = verify(a.artifact, _source(a.artifact, a.model), a.nproc, a.seed, a.steps)
+    reports = verify(a.artifact, _source(a.artifact, a.model), a.nproc, a.seed, a.steps, timeout_s=a.timeout)
     worst = max(reports, key=lambda r: max([r.loss_rel_err] + [e for _, e in r.worst]))
     print(f"loss: compiled {worst.loss:.8f}  eager {worst.eager_loss:.8f}  rel err {worst.loss_rel_err:.2e}")
     print(f"worst gradient errors (max |err| / max |grad|, over {len(reports)} ranks, {a.steps} step(s)):")
@@ -101,77 +106,158 @@ def cmd_demo(a) -> int:
     from autosp.inspect_artifact import report
     from autosp.runtime.artifact import read
     print(report(read(out)))
-    from autosp.train import train
-    losses = train(out, "builtin:tiny-llama", 2, a.steps, a.lr)
+    from autosp.train import TrainOptions, train
+    losses = train(out, "builtin:tiny-llama", 2, TrainOptions(steps=a.steps, lr=a.lr))
     if not losses[-1] < losses[0]:
         print(f"demo: loss did not fall ({losses[0]:.4f} -> {losses[-1]:.4f})", file=sys.stderr)
         return 1
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="autospc", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+class _Parser(argparse.ArgumentParser):
+    """Every argument error is one line, `autospc: error: ...`, exit code 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"autospc: error: {self.prog.removeprefix('autospc ')}: {message} (see {self.prog} --help)\n")
+
+
+def _count(text: str) -> int:
+    """A positive integer: sequence lengths, batches, degrees, steps, ranks, threads."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {n}")
+    return n
+
+
+def _size(text: str) -> str:
+    """A byte size such as 12GiB, 500MB or 1e9 (checked here, parsed by the compiler)."""
+    from autosp.units import parse_bytes
+    try:
+        parse_bytes(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
+
+
+TILE_HELP = "LM head + loss and MLPs in N token chunks, 'auto' or 0 (off)"
+
+
+def _tile(text: str) -> str:
+    if text != "auto" and not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected 'auto' or a number of chunks (0: off), got {text!r}")
+    return text
+
+
+class _Help(argparse.ArgumentDefaultsHelpFormatter):
+    """Every argument's default, unless its help already says what happens without it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if action.default is None or action.default is argparse.SUPPRESS or "default" in text:
+            return text
+        return super()._get_help_string(action)
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = _Parser(prog="autospc", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
-    c = sub.add_parser("compile", help="compile MODEL (builtin:NAME | hf:PATH | py:module:function)")
-    c.add_argument("model")
-    c.add_argument("--seq-len", type=int, required=True)
-    c.add_argument("--batch", type=int, default=1)
-    c.add_argument("--sp", type=int, default=1, help="sequence-parallel degree")
-    c.add_argument("--dp", type=int, default=1, help="data-parallel degree (world = sp x dp)")
+
+    def command(name: str, helptext: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=helptext, description=helptext,
+                              formatter_class=_Help)
+
+    c = command("compile", "compile MODEL (builtin:NAME | hf:PATH | py:module:function)")
+    c.add_argument("model", help="builtin:NAME, hf:PATH (config.json or its directory) or py:module:function")
+    c.add_argument("--seq-len", type=_count, required=True, help="tokens per sequence (the global S)")
+    c.add_argument("--batch", type=_count, default=1, help="sequences per step (per dp replica)")
+    c.add_argument("--sp", type=_count, default=1, help="sequence-parallel degree")
+    c.add_argument("--dp", type=_count, default=1, help="data-parallel degree (world = sp x dp)")
     c.add_argument("--remat", choices=["none", "full", "sac", "auto"], default="sac",
-                   help="what the forward saves for the backward (default: sac, sequence-aware; auto: the "
-                        "per-value plan with the least recompute that fits --memory-budget)")
-    c.add_argument("--memory-budget", help="per-rank bytes or e.g. 12GiB; compiling fails above it")
-    c.add_argument("--tile", default="auto", help="LM head + loss and MLPs in N token chunks, 'auto' (default) or 0 (off)")
+                   help="what the forward saves for the backward (sac: sequence-aware; auto: the per-value "
+                        "plan with the least recompute that fits --memory-budget)")
+    c.add_argument("--memory-budget", type=_size,
+                   help="per-rank bytes or e.g. 12GiB; compiling fails above it (default: no budget)")
+    c.add_argument("--tile", type=_tile, default="auto", help=TILE_HELP)
     c.add_argument("--keep-ir", action="store_true",
                    help="keep every stage's IR in the artifact: ir/<n>-<stage>.* (capture, import, sp, host)")
-    c.add_argument("-o", "--output", required=True)
+    c.add_argument("-o", "--output", required=True, help="artifact directory to write")
     c.set_defaults(fn=cmd_compile)
-    pl = sub.add_parser("plan", help="the longest sequence that fits a memory size, per remat policy")
-    pl.add_argument("model")
-    pl.add_argument("--sp", type=int, default=1)
-    pl.add_argument("--dp", type=int, default=1)
-    pl.add_argument("--batch", type=int, default=1)
-    pl.add_argument("--memory", required=True, help="per-rank memory, e.g. 80GiB")
-    pl.add_argument("--tile", default="auto", help="LM head + loss and MLPs in N token chunks, 'auto' (default) or 0 (off)")
+    pl = command("plan", "the longest sequence that fits a memory size, per remat policy (none, sac, full, auto)")
+    pl.add_argument("model", help="builtin:NAME, hf:PATH or py:module:function")
+    pl.add_argument("--sp", type=_count, default=1, help="sequence-parallel degree")
+    pl.add_argument("--dp", type=_count, default=1, help="data-parallel degree")
+    pl.add_argument("--batch", type=_count, default=1, help="sequences per step (per dp replica)")
+    pl.add_argument("--memory", type=_size, required=True, help="per-rank memory, e.g. 80GiB")
+    pl.add_argument("--tile", type=_tile, default="auto", help=TILE_HELP)
     pl.set_defaults(fn=cmd_plan)
-    i = sub.add_parser("inspect", help="stages, collectives and bytes moved per step, parameters")
-    i.add_argument("artifact")
+    i = command("inspect", "stages, collectives and bytes moved per step, parameters, predicted peak")
+    i.add_argument("artifact", help="artifact directory")
     i.add_argument("--json", action="store_true", help="machine-readable (predicted_peak_bytes, breakdown, ...)")
-    i.add_argument("--plot", metavar="FILE.png", help="draw the memory timeline of one step")
+    i.add_argument("--plot", metavar="FILE.png", help="draw the memory timeline of one step (default: no plot)")
     i.set_defaults(fn=cmd_inspect)
-    for name, fn, helptext in (("train", cmd_train, "train on CPU ranks on the shipped corpus"),
+    for name, fn, helptext in (("train", cmd_train, "train on CPU ranks (spawned, or under torchrun)"),
                                ("verify", cmd_verify, "compare loss and gradients with eager")):
-        t = sub.add_parser(name, help=helptext)
-        t.add_argument("artifact")
-        t.add_argument("--nproc", type=int, default=1, help="CPU ranks to spawn (ignored under torchrun)")
+        t = command(name, helptext)
+        t.add_argument("artifact", help="artifact directory")
+        t.add_argument("--nproc", type=_count, default=1, help="CPU ranks to spawn (ignored under torchrun)")
         t.add_argument("--model", help="source model for the initial weights (default: the compiled one)")
-        t.add_argument("--seed", type=int, default=0)
+        t.add_argument("--seed", type=int, default=0, help="seed of the initial weights and the data")
+        t.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
+                       help="seconds a collective waits for a peer before the run fails")
         if name == "train":
-            t.add_argument("--steps", type=int, default=20)
-            t.add_argument("--lr", type=float, default=3e-3)
+            t.add_argument("--steps", type=_count, default=20,
+                           help="optimizer steps in all (a resumed run continues to it)")
+            t.add_argument("--lr", type=float, default=3e-3, help="AdamW learning rate")
             t.add_argument("--zero", action="store_true",
                            help="shard AdamW's states over all sp x dp ranks (ZeroRedundancyOptimizer, ZeRO-1)")
+            t.add_argument("--threads", type=_count, default=1, help="intra-op threads per rank")
+            t.add_argument("--data", help="a text file, a tokenized .bin or a datasets directory (default: "
+                                          "the corpus shipped with autosp)")
+            t.add_argument("--bin-dtype", choices=["uint16", "uint32"], default="uint16",
+                           help="token id type of a .bin (raw little-endian)")
+            t.add_argument("--tokenizer", default="byte", help="'byte' or a Hugging Face tokenizer name (in the "
+                                                               "local cache) or path, for text data")
+            t.add_argument("--checkpoint", metavar="DIR", help="write checkpoints (safetensors + JSON) to DIR "
+                                                                "(default: none written)")
+            t.add_argument("--save-every", type=int, default=0, help="steps between checkpoints (0: only at the end)")
+            t.add_argument("--resume", metavar="DIR", help="resume model, optimizer, RNG and data position from "
+                                                           "DIR's latest step or DIR/step-N (default: start afresh)")
+            t.add_argument("--log", metavar="FILE", help="one row per step (loss, tokens/s) to FILE.csv or FILE.jsonl "
+                                                            "(default: printed only)")
         else:
-            t.add_argument("--steps", type=int, default=1, help="optimizer steps to keep in lockstep")
-            t.add_argument("--tol", type=float, default=1e-5)
-            t.add_argument("--top", type=int, default=5)
+            t.add_argument("--steps", type=_count, default=1, help="optimizer steps to keep in lockstep")
+            t.add_argument("--tol", type=float, default=1e-5, help="largest relative error that passes")
+            t.add_argument("--top", type=int, default=5, help="gradient errors to print")
         t.set_defaults(fn=fn)
-    d = sub.add_parser("demo", help="compile builtin:tiny-llama with sp=2 and train it on 2 CPU ranks")
-    d.add_argument("--steps", type=int, default=40)
-    d.add_argument("--seq-len", type=int, default=128)
-    d.add_argument("--batch", type=int, default=4)
-    d.add_argument("--lr", type=float, default=3e-3)
-    d.add_argument("-o", "--output")
+    d = command("demo", "compile builtin:tiny-llama with sp=2 and train it on 2 CPU ranks")
+    d.add_argument("--steps", type=_count, default=40, help="training steps")
+    d.add_argument("--seq-len", type=_count, default=128, help="tokens per sequence")
+    d.add_argument("--batch", type=_count, default=4, help="sequences per step")
+    d.add_argument("--lr", type=float, default=3e-3, help="AdamW learning rate")
+    d.add_argument("-o", "--output", help="artifact directory (default: a temporary one)")
     d.set_defaults(fn=cmd_demo)
-    a = ap.parse_args(argv)
-    from autosp.frontend.errors import CompileError
-    from autosp.runtime.artifact import ArtifactError
+    return ap
+
+
+def _message(e: Exception) -> str:
+    """One line; a CompileError's own `error:` prefix folded into autospc's."""
+    text = " ".join(str(e).split("\n")[0].split())
+    where = getattr(e, "where", None)
+    if where and text.startswith(f"{where}: error: "):
+        return f"{where}: " + text.removeprefix(f"{where}: error: ")
+    return text.removeprefix("error: ")
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = _parser().parse_args(argv)
+    from autosp.launch import user_errors
     try:
         return a.fn(a)
-    except (CompileError, ArtifactError) as e:
-        print(f"autospc: {e}", file=sys.stderr)
+    except user_errors() as e:
+        print(f"autospc: error: {_message(e)}", file=sys.stderr)
         if getattr(e, "reproduce", None):
             print(f"autospc: note: reproduce with: {e.reproduce}", file=sys.stderr)
         return 2
