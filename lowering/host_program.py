@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from torch_mlir import ir
 
-from autosp.passes.aten_call import ELEMENT_TYPES, decode, overload_name
+from autosp.passes.aten_call import ELEMENT_TYPES, decode, overload_name, schema_kind
 from autosp.passes.attributes import func_attr
 from autosp.passes.base import PassError
 from autosp.passes.ops import CONSTANT, IDENTITY, LIST, UNPACK
@@ -129,7 +129,8 @@ def lower_function(func) -> dict:
             if qualified is None or qualified not in ALLOWED_ATEN:
                 raise PassError(f"unsupported op {name.removeprefix('torch.')}: autosp's runtime does not "
                                 "execute it", op.location)
-            _, a, kw = decode(op, leaf)
+            overload, a, kw = decode(op, leaf)
+            _refuse_device(op, overload)
             inst["op"], inst["args"], inst["kwargs"] = qualified, [_encode(x) for x in a], \
                 {k: _encode(x) for k, x in kw.items()}
         inst["out"] = [new_reg(r) for r in op.operation.results]
@@ -155,6 +156,26 @@ def lower_function(func) -> dict:
         "instructions": insts,
         "outputs": outputs,
     }
+
+
+def _refuse_device(op, overload: torch._ops.OpOverload) -> None:
+    """An artifact runs on the device of its inputs: a device constant may only fill a Device
+    argument (encoded as the run device); anywhere else the program would name the capture's device."""
+    def devices(v: ir.Value) -> list[str]:
+        owner = v.owner
+        if not isinstance(owner, (ir.Operation, ir.OpView)):
+            return []
+        o = owner.operation
+        if o.name == "torch.constant.device":
+            return [ir.StringAttr(o.attributes["value"]).value]
+        return [d for x in o.operands for d in devices(x)] if o.name == LIST else []
+
+    for i, (arg, v) in enumerate(zip(overload._schema.arguments, op.operation.operands)):
+        found = devices(v) if schema_kind(arg) != "device" else []
+        if found:
+            raise PassError(f"{op_name(op).removeprefix('torch.')} operand {i} ({arg.name}) is the device "
+                            f"constant {found[0]!r}: a program must not name a device (factory ops and copies "
+                            "run on the device of the step's inputs)", op.location)
 
 
 def _regs(xs: list) -> list[int]:

@@ -4,6 +4,7 @@ Shared by the partition pass (which checks its local shapes by running each op o
 and the host-program translation (which encodes the same calls for the runtime)."""
 from __future__ import annotations
 
+import re
 from typing import Any, Callable
 
 import torch
@@ -31,8 +32,9 @@ def overload_name(name: str) -> str | None:
 
 
 def schema_kind(arg: torch._C.Argument) -> str:
-    """How a schema argument's value is encoded: dtype, memory_format, device, layout or plain."""
-    t = str(arg.type).rstrip("?")
+    """How a schema argument's value is encoded: dtype, memory_format, device, layout or plain.
+    `real_type` is the declared type (`arg.type` reports ScalarType, Layout, MemoryFormat as int)."""
+    t = re.sub(r"^Optional\[(.*)\]$", r"\1", str(arg.real_type))
     return {"ScalarType": "dtype", "MemoryFormat": "memory_format", "Device": "device",
             "Layout": "layout"}.get(t, "plain")
 

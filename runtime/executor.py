@@ -99,7 +99,9 @@ class Program:
             return lambda *a: fn(*a, **const_kw, **{k: self.device for k in dev_keys})
         return lambda *a: fn(*a, **const_kw)
 
-    def _generator(self) -> torch.Generator:
+    def _generator(self) -> torch.Generator | None:
+        if self.device.type == "meta":   # shapes only: no values to draw, and torch has no meta generator
+            return None
         if self.generator is None or self.generator.device != self.device:
             seed = (torch.initial_seed() + self.mesh.rank * 0x9E3779B97F4A7C15) % 2**64
             self.generator = torch.Generator(self.device).manual_seed(seed)

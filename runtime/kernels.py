@@ -38,7 +38,7 @@ def attention_grad(dout, q, k, v, out, lse, causal: bool, scale: float, kv_group
 
 
 def dropout(x: torch.Tensor, p: float, train: bool | None,
-            generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+            generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
     """aten.native_dropout drawing from `generator` (the ATen op takes none), computed as ATen's CPU
     kernel computes it: the same (output, bool mask) for the same generator state."""
     if train is False:

@@ -32,6 +32,16 @@ func.func @list_operand(%a: !torch.vtensor<[2,8],f32>, %b: !torch.vtensor<[2,8],
   return %y : !torch.vtensor<[2,8],f32>
 }
 // -----
+// A device constant outside a Device argument would name the capture's device in the artifact.
+func.func @device_in_plain_slot(%x: !torch.vtensor<[2,8],f32>) -> !torch.vtensor<[8],si64> attributes {sp.args = ["input:x"], sp.results = ["y"]} {
+  %none = torch.constant.none
+  %false = torch.constant.bool false
+  %cpu = torch.constant.device "cpu"
+  // CHECK: {{.*}}host-program-invalid.mlir:[[# @LINE + 1]]:8: error: aten.arange operand 0 (end) is the device constant 'cpu': a program must not name a device (factory ops and copies run on the device of the step's inputs)
+  %0 = torch.operator "torch.aten.arange"(%cpu, %none, %none, %none, %false) : (!torch.Device, !torch.none, !torch.none, !torch.none, !torch.bool) -> !torch.vtensor<[8],si64>
+  return %0 : !torch.vtensor<[8],si64>
+}
+// -----
 // Valid chunks still lower: a replicated step with an sp collective.
 // CHECK:      "op": "aten.neg.default"
 // CHECK:      "op": "sp.all_reduce"
