@@ -131,7 +131,8 @@ def lower_step(step, sp: int, dp: int, remat: str, memory_budget: int | None = N
 
 def compile(model: nn.Module, example_inputs: tuple[torch.Tensor, torch.Tensor], sp: int = 1, dp: int = 1,
             remat: str = "sac", memory_budget: int | str | None = None, pipeline: str | None = None,
-            tile: int | str | None = "auto", model_name: str | None = None) -> CompiledArtifact:
+            tile: int | str | None = "auto", model_name: str | None = None,
+            precision: str = "fp32") -> CompiledArtifact:
     """Compile one training step of `model` for sp-way sequence parallelism (x dp data parallel).
 
     example_inputs = (input_ids, labels), both [batch, seq]; only their shapes are used, and the model
@@ -142,7 +143,10 @@ def compile(model: nn.Module, example_inputs: tuple[torch.Tensor, torch.Tensor],
     compiling fails above it, naming the predicted peak and its breakdown.
     tile: run the LM head + loss and the MLPs in token chunks (sp-tile-sequence): "auto" (default)
     picks the chunk counts from the vocabulary, intermediate and hidden sizes, N forces N chunks,
-    None or 0 turns it off."""
+    None or 0 turns it off.
+    precision: "fp32" (default), "bf16" or "fp16": the step runs as under torch.autocast (CPU rules,
+    frontend/capture.py) on the model's parameters as they are: fp32 parameters give mixed precision
+    with fp32 master weights and gradients, bf16 parameters a pure bf16 step."""
     from autosp.passes import default_pipeline
     from autosp.passes.registry import split_top
 
@@ -160,7 +164,7 @@ def compile(model: nn.Module, example_inputs: tuple[torch.Tensor, torch.Tensor],
     if remat == "auto" and budget is None:
         raise CompileError("remat='auto' needs a memory_budget (bytes or a string like '12GiB')")
     t = time.perf_counter()
-    step = capture_train_step(model, batch, seq_len)
+    step = capture_train_step(model, batch, seq_len, precision)
     capture_s = time.perf_counter() - t
     program, mlir_text, plan, timings = lower_step(step, sp, dp, remat, budget, tile, pipeline)
     timings["capture"] = capture_s
@@ -182,7 +186,7 @@ def compile(model: nn.Module, example_inputs: tuple[torch.Tensor, torch.Tensor],
     files["params.json"] = json.dumps(params, indent=1).encode()
     n_params = sum(int(torch.Size(p["shape"]).numel()) for p in params["parameters"].values())
     meta = {"compiler": f"autosp {__version__}", "model": model_name or type(model).__name__,
-            "mesh": program["mesh"], "remat": remat, "batch": batch, "seq_len": seq_len, "parameters": n_params,
+            "mesh": program["mesh"], "remat": remat, "precision": precision, "batch": batch, "seq_len": seq_len, "parameters": n_params,
             "targets": ["host"], "pipeline": pipeline,
             "stages": split_top(pipeline.removeprefix("builtin.module(")[:-1])}
     return CompiledArtifact(files, meta, timings)

@@ -17,7 +17,7 @@ import tempfile
 
 
 def _compile(spec: str, seq_len: int, batch: int, sp: int, dp: int, out: str, remat: str = "sac",
-             memory_budget: str | None = None, tile: str | None = None) -> None:
+             memory_budget: str | None = None, tile: str | None = None, precision: str = "fp32") -> None:
     import torch
 
     import autosp
@@ -26,7 +26,8 @@ def _compile(spec: str, seq_len: int, batch: int, sp: int, dp: int, out: str, re
     ids = torch.zeros(batch, seq_len, dtype=torch.long)
     print(f"compiling {spec} for [{batch}, {seq_len}] tokens, sp={sp} x dp={dp} ...", flush=True)
     art = autosp.compile(model, example_inputs=(ids, ids), sp=sp, dp=dp, remat=remat, memory_budget=memory_budget,
-                         tile=int(tile) if tile and tile.isdigit() else tile, model_name=spec)
+                         tile=int(tile) if tile and tile.isdigit() else tile, model_name=spec,
+                         precision=precision)
     art.save(out)
     t = art.timings
     print(f"wrote {out}: {art.num_instructions} instructions; capture {t['capture']:.1f} s, "
@@ -42,7 +43,7 @@ def _source(out: str, override: str | None) -> str:
 
 
 def cmd_compile(a) -> int:
-    _compile(a.model, a.seq_len, a.batch, a.sp, a.dp, a.output, a.remat, a.memory_budget, a.tile)
+    _compile(a.model, a.seq_len, a.batch, a.sp, a.dp, a.output, a.remat, a.memory_budget, a.tile, a.precision)
     return 0
 
 
@@ -123,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
                         "per-value plan with the least recompute that fits --memory-budget)")
     c.add_argument("--memory-budget", help="per-rank bytes or e.g. 12GiB; compiling fails above it")
     c.add_argument("--tile", default="auto", help="LM head + loss and MLPs in N token chunks, 'auto' (default) or 0 (off)")
+    c.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32",
+                   help="bf16 / fp16: the step as under torch.autocast, fp32 parameters and gradients (default: fp32)")
     c.add_argument("-o", "--output", required=True)
     c.set_defaults(fn=cmd_compile)
     pl = sub.add_parser("plan", help="the longest sequence that fits a memory size, per remat policy")
