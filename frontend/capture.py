@@ -40,16 +40,33 @@ class CapturedStep:
     requires_grad: dict[str, bool] = field(default_factory=dict)
 
 
-class _TrainStep(nn.Module):
-    """Wraps the user's model so the traced function returns (loss,)."""
+# precision -> the autocast dtype of the step (None: the model's own dtypes)
+PRECISIONS = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
-    def __init__(self, model: nn.Module):
+
+def _autocast(precision: str) -> contextlib.AbstractContextManager:
+    """Mixed precision as torch.autocast applies it, baked into the captured graph as casts. CPU
+    autocast, because the capture traces CPU fake tensors (its op lists are the rules the program
+    follows on any device); no cast cache, so every trace records its own casts."""
+    if precision not in PRECISIONS:
+        raise CompileError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    dtype = PRECISIONS[precision]
+    return torch.autocast("cpu", dtype=dtype, cache_enabled=False) if dtype else contextlib.nullcontext()
+
+
+class _TrainStep(nn.Module):
+    """Wraps the user's model so the traced function returns (loss,); the forward runs under the
+    precision's autocast and the backward outside it, as in eager training."""
+
+    def __init__(self, model: nn.Module, precision: str):
         super().__init__()
         self.m = model
         self.hf = hasattr(model, "config") and hasattr(model, "can_generate")
+        self.precision = precision
 
     def forward(self, input_ids: torch.Tensor, labels: torch.Tensor):
-        out = self.m(input_ids=input_ids, labels=labels, use_cache=False) if self.hf else self.m(input_ids, labels)
+        with _autocast(self.precision):
+            out = self.m(input_ids=input_ids, labels=labels, use_cache=False) if self.hf else self.m(input_ids, labels)
         loss = getattr(out, "loss", out)
         if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
             raise CompileError("the model must return a scalar loss (or an output with .loss) "
@@ -196,8 +213,9 @@ def _hf_compat() -> Iterator[None]:
         mu.find_packed_sequence_indices = saved
 
 
-def capture_train_step(model: nn.Module, batch: int, seq_len: int) -> CapturedStep:
-    """The joint forward+backward graph of `loss = model(input_ids, labels)` at [batch, seq_len]."""
+def capture_train_step(model: nn.Module, batch: int, seq_len: int, precision: str = "fp32") -> CapturedStep:
+    """The joint forward+backward graph of `loss = model(input_ids, labels)` at [batch, seq_len];
+    precision "bf16" / "fp16": the forward under torch.autocast (parameters stay as they are)."""
     if batch < 1 or seq_len < 2:
         raise CompileError(f"a training step needs batch >= 1 and seq_len >= 2 (the loss predicts each next "
                            f"token), got batch={batch}, seq_len={seq_len}")
@@ -228,7 +246,8 @@ def capture_train_step(model: nn.Module, batch: int, seq_len: int) -> CapturedSt
         ids = torch.zeros(batch, seq_len, dtype=torch.long)
         labels = torch.zeros(batch, seq_len, dtype=torch.long)
 
-    step = _TrainStep(model)
+    _autocast(precision)   # an unknown precision fails before any tracing
+    step = _TrainStep(model, precision)
     was_training = model.training
     model.train()
     try:

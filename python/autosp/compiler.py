@@ -62,6 +62,7 @@ class Compilation:
     seq_len: int
     pipeline: str                       # the sp stage's pass pipeline
     remat: str
+    precision: str = "fp32"
     keep_ir: bool = False
     step: Any = None                    # the CapturedStep, set by capture
     context: Any = None                 # the MLIR context of import, sp and host
@@ -93,7 +94,7 @@ def _reproduce(stage: str, ir_text: str, flags: str) -> str:
 
 
 def capture(model: nn.Module, c: Compilation):
-    c.step = capture_train_step(model, c.batch, c.seq_len)
+    c.step = capture_train_step(model, c.batch, c.seq_len, c.precision)
     return c.step
 
 
@@ -188,7 +189,8 @@ def options(sp: int, dp: int, remat: str, memory_budget: int | str | None, tile:
 
 def compile(model: nn.Module, example_inputs: tuple[torch.Tensor, torch.Tensor], sp: int = 1, dp: int = 1,
             remat: str = "sac", memory_budget: int | str | None = None, pipeline: str | None = None,
-            tile: int | str | None = "auto", model_name: str | None = None, keep_ir: bool = False) -> CompiledArtifact:
+            tile: int | str | None = "auto", model_name: str | None = None, precision: str = "fp32",
+            keep_ir: bool = False) -> CompiledArtifact:
     """Compile one training step of `model` for sp-way sequence parallelism (x dp data parallel).
 
     example_inputs = (input_ids, labels), both [batch, seq]; only their shapes are used, and the model
@@ -200,6 +202,9 @@ def compile(model: nn.Module, example_inputs: tuple[torch.Tensor, torch.Tensor],
     tile: run the LM head + loss and the MLPs in token chunks (sp-tile-sequence): "auto" (default)
     picks the chunk counts from the vocabulary, intermediate and hidden sizes, N forces N chunks,
     None or 0 turns it off. pipeline: a pass pipeline to run instead of sp-pipeline{...}.
+    precision: "fp32" (default), "bf16" or "fp16": the step runs as under torch.autocast (CPU rules,
+    frontend/capture.py) on the model's parameters as they are: fp32 parameters give mixed precision
+    with fp32 master weights and gradients, bf16 parameters a pure bf16 step.
     keep_ir: keep every stage's IR in the artifact (ir/<n>-<stage>.*)."""
     from autosp.passes.sp_partition_sequence import indivisible
 
@@ -211,10 +216,11 @@ def compile(model: nn.Module, example_inputs: tuple[torch.Tensor, torch.Tensor],
     named = options(sp, dp, remat, memory_budget, tile)
     if indivisible(seq_len, sp):   # before the capture, the slow stage
         raise CompileError(indivisible(seq_len, sp))
-    c = Compilation(batch, seq_len, pipeline or named.text(), remat, keep_ir)
+    c = Compilation(batch, seq_len, pipeline or named.text(), remat, precision, keep_ir)
     files = run_stages(model, c)
     meta = {"compiler": f"autosp {__version__}", "model": model_name or type(model).__name__,
-            "mesh": json.loads(files["program.json"])["mesh"], "remat": remat, "batch": batch, "seq_len": seq_len,
+            "mesh": json.loads(files["program.json"])["mesh"], "remat": remat, "precision": precision,
+            "batch": batch, "seq_len": seq_len,
             "parameters": sum(int(torch.Size(p["shape"]).numel())
                               for p in json.loads(files["params.json"])["parameters"].values()),
             "targets": ["host"], "stages": [name for name, *_ in STAGES], "pipeline": c.pipeline,

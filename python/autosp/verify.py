@@ -31,14 +31,19 @@ def batch_for(spec_vocab: int, shape: list[int], seed: int, ignore_every: int = 
     return ids, labels
 
 
+def eager_loss(model, ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """The loss of the unmodified model, called as autosp's capture calls it."""
+    out = model(input_ids=ids, labels=labels, use_cache=False) if hasattr(model, "can_generate") \
+        else model(ids, labels)
+    return getattr(out, "loss", out)
+
+
 def _eager_step(model, batches, dp: int) -> list[torch.Tensor]:
     """Eager DDP semantics: each replica's mean loss, gradients averaged over the replicas."""
     model.zero_grad()
     losses = []
     for ids, labels in batches:
-        out = model(input_ids=ids, labels=labels, use_cache=False) if hasattr(model, "can_generate") \
-            else model(ids, labels)
-        loss = getattr(out, "loss", out)
+        loss = eager_loss(model, ids, labels)
         (loss / dp).backward()
         losses.append(loss.detach())
     return losses

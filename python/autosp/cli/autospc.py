@@ -19,7 +19,8 @@ from autosp.runtime.collectives import DEFAULT_TIMEOUT_S
 
 
 def _compile(spec: str, seq_len: int, batch: int, sp: int, dp: int, out: str, remat: str = "sac",
-             memory_budget: str | None = None, tile: str | None = None, keep_ir: bool = False) -> None:
+             memory_budget: str | None = None, tile: str | None = None, keep_ir: bool = False,
+             precision: str = "fp32") -> None:
     import torch
 
     import autosp
@@ -28,7 +29,8 @@ def _compile(spec: str, seq_len: int, batch: int, sp: int, dp: int, out: str, re
     ids = torch.zeros(batch, seq_len, dtype=torch.long)
     print(f"compiling {spec} for [{batch}, {seq_len}] tokens, sp={sp} x dp={dp} ...", flush=True)
     art = autosp.compile(model, example_inputs=(ids, ids), sp=sp, dp=dp, remat=remat, memory_budget=memory_budget,
-                         tile=int(tile) if tile and tile.isdigit() else tile, model_name=spec, keep_ir=keep_ir)
+                         tile=int(tile) if tile and tile.isdigit() else tile, model_name=spec, keep_ir=keep_ir,
+                         precision=precision)
     art.save(out)
     t = art.timings
     print(f"wrote {out}: {art.num_instructions} instructions; " + ", ".join(f"{stage} {s:.1f} s" for stage, s in t.items()))
@@ -43,7 +45,8 @@ def _source(out: str, override: str | None) -> str:
 
 
 def cmd_compile(a) -> int:
-    _compile(a.model, a.seq_len, a.batch, a.sp, a.dp, a.output, a.remat, a.memory_budget, a.tile, a.keep_ir)
+    _compile(a.model, a.seq_len, a.batch, a.sp, a.dp, a.output, a.remat, a.memory_budget, a.tile, a.keep_ir,
+             a.precision)
     return 0
 
 
@@ -181,6 +184,8 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--memory-budget", type=_size,
                    help="per-rank bytes or e.g. 12GiB; compiling fails above it (default: no budget)")
     c.add_argument("--tile", type=_tile, default="auto", help=TILE_HELP)
+    c.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32",
+                   help="bf16 / fp16: the step as under torch.autocast, fp32 parameters and gradients")
     c.add_argument("--keep-ir", action="store_true",
                    help="keep every stage's IR in the artifact: ir/<n>-<stage>.* (capture, import, sp, host)")
     c.add_argument("-o", "--output", required=True, help="artifact directory to write")
