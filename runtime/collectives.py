@@ -15,6 +15,8 @@ collective: each blocking exchange costs a rendezvous of every rank.
 from __future__ import annotations
 
 import datetime
+import functools
+from typing import Callable
 
 import torch
 import torch.distributed as dist
@@ -30,6 +32,14 @@ class CollectiveError(RuntimeError):
 
 class PeerFailedError(CollectiveError):
     """Another rank failed this step; this rank stops at the same point."""
+
+
+def _identity_over_one_rank(method: Callable) -> Callable:
+    """A collective (or shard) over a group of one rank is its input; the group is the last argument."""
+    @functools.wraps(method)
+    def run(self, x: torch.Tensor, *args) -> torch.Tensor:
+        return x if self.size(args[-1]) == 1 else method(self, x, *args)
+    return run
 
 
 class Mesh:
@@ -112,46 +122,38 @@ class Mesh:
         self.agree(where, device, failed=True)
 
     # ------------------------------------------------------------------ sp ops
+    @_identity_over_one_rank
     def all_reduce(self, x: torch.Tensor, op: str, group: str) -> torch.Tensor:
-        if self.size(group) == 1:
-            return x
         out = x.clone()
         self._call("sp.all_reduce", group, dist.all_reduce, out,
                    op={"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "avg": dist.ReduceOp.SUM}[op])
         return out / self.size(group) if op == "avg" else out
 
+    @_identity_over_one_rank
     def all_to_all(self, x: torch.Tensor, scatter_dim: int, gather_dim: int, group: str) -> torch.Tensor:
         n = self.size(group)
-        if n == 1:
-            return x
         send = [c.contiguous() for c in x.chunk(n, scatter_dim)]
         recv = [torch.empty_like(send[0]) for _ in range(n)]
         self._call("sp.all_to_all", group, dist.all_to_all, recv, send)
         return torch.cat(recv, gather_dim)
 
+    @_identity_over_one_rank
     def all_gather(self, x: torch.Tensor, dim: int, group: str) -> torch.Tensor:
-        n = self.size(group)
-        if n == 1:
-            return x
         x = x.contiguous()
-        parts = [torch.empty_like(x) for _ in range(n)]
+        parts = [torch.empty_like(x) for _ in range(self.size(group))]
         self._call("sp.all_gather", group, dist.all_gather, parts, x)
         return torch.cat(parts, dim)
 
+    @_identity_over_one_rank
     def reduce_scatter(self, x: torch.Tensor, dim: int, group: str) -> torch.Tensor:
-        n = self.size(group)
-        if n == 1:
-            return x
-        parts = [c.contiguous() for c in x.chunk(n, dim)]
+        parts = [c.contiguous() for c in x.chunk(self.size(group), dim)]
         out = torch.empty_like(parts[0])
         self._call("sp.reduce_scatter", group, dist.reduce_scatter, out, parts)
         return out
 
+    @_identity_over_one_rank
     def shard_slice(self, x: torch.Tensor, dim: int, group: str) -> torch.Tensor:
-        n = self.size(group)
-        if n == 1:
-            return x
-        block = x.shape[dim] // n
+        block = x.shape[dim] // self.size(group)
         return x.narrow(dim, self.index(group) * block, block).contiguous()
 
     def halo(self, x: torch.Tensor, dim: int, width: int, fill: float, group: str) -> torch.Tensor:
