@@ -192,8 +192,9 @@ class Device:
 
     def cap(self, nbytes: int | None) -> None:
         if self.cuda:
-            total = torch.cuda.get_device_properties(self.dev).total_memory
-            torch.cuda.set_per_process_memory_fraction(min(1.0, nbytes / total) if nbytes else 1.0, self.dev)
+            index = torch.cuda.current_device()   # the fraction is set per device index, not "cuda"
+            total = torch.cuda.get_device_properties(index).total_memory
+            torch.cuda.set_per_process_memory_fraction(min(1.0, nbytes / total) if nbytes else 1.0, index)
 
 
 class Config:
