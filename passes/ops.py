@@ -34,6 +34,8 @@ BINARY = {A + n for n in (
     "threshold_backward", "eq.Tensor", "ne.Tensor", "gt.Tensor", "lt.Tensor", "ge.Tensor", "le.Tensor",
     "masked_fill.Tensor", "logical_and", "logical_or", "native_dropout_backward")}
 ELEMENTWISE = UNARY | BINARY
+# a copy that changes only the element type when its result has its input's shape (autocast's casts)
+CAST = A + "_to_copy"
 # linear in their one tensor operand: a partial (summand) value stays partial through them
 PARTIAL_UNARY = {A + n for n in ("neg", "clone", "detach", "alias", "_to_copy", "mul.Scalar", "div.Scalar")}
 

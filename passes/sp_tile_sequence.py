@@ -52,7 +52,7 @@ from torch_mlir import ir
 
 from .aten_call import ELEMENT_TYPES
 from .base import Pass, PassError, option
-from .ops import A, IDENTITY, RESHAPE
+from .ops import A, CAST, IDENTITY, RESHAPE
 from .sp_tile_sequence_mlp import tile_wide_regions
 from .tiling import Builder, NoMatch, bounds, erase_all, hoist_plan, owner, record, uses
 from .torch_ir import body_ops, const_value, dtype_str, func_of, funcs_of, is_tensor, op_name, shape, with_shape
@@ -66,10 +66,16 @@ def _const(v: ir.Value):
     return val
 
 
+def _cast(op) -> bool:
+    """A dtype cast of the logits or their gradient (mixed precision: bf16 matmul, fp32 loss)."""
+    return op_name(op) == CAST and is_tensor(op.results[0]) and shape(op.results[0]) == shape(op.operands[0])
+
+
 def _row_view(op) -> bool:
-    """A reshape that keeps every token row: same last dim, same number of rows (or an identity)."""
+    """A reshape that keeps every token row: same last dim, same number of rows (or an identity or a
+    dtype cast)."""
     name = op_name(op)
-    if name in IDENTITY:
+    if name in IDENTITY or _cast(op):
         return True
     if name not in RESHAPE or not is_tensor(op.results[0]):
         return False
@@ -107,9 +113,19 @@ class Chain:
     bwd: ir.Operation | None = None     # nll_loss_backward
     lsb: ir.Operation | None = None     # _log_softmax_backward_data
     g_views: list = field(default_factory=list)   # views (and unread transposes) of the gradient
-    rows: list = field(default_factory=list)      # mm(G, X)
+    rows: list = field(default_factory=list)      # mm(G, X): G cast by g_cast, if any
     left: list = field(default_factory=list)      # mm(Z, G)
     tleft: list = field(default_factory=list)     # (t(G), mm(t(G), Y))
+
+    @property
+    def cast(self) -> ir.Operation | None:
+        """The dtype cast between the head matmul and the log-softmax (at most one)."""
+        return next((o for o in self.fwd_views if _cast(o)), None)
+
+    @property
+    def g_cast(self) -> ir.Operation | None:
+        """The dtype cast between the logits gradient and its matmuls (at most one)."""
+        return next((o for o in self.g_views if _cast(o)), None)
 
     @property
     def tokens(self) -> int:
@@ -156,6 +172,8 @@ def match(nll) -> Chain:
         fwd_views.append(o)
         x = o.operands[0]
     mm = o
+    if sum(map(_cast, fwd_views)) > 1:
+        raise NoMatch("the logits are cast more than once")
     if not _is_2d(mm.results[0], t, v) or len(shape(mm.operands[0])) != 2:
         raise NoMatch("the head matmul is not [tokens, hidden] x [hidden, vocab]")
     chain = Chain(mm, fwd_views[::-1], lsm, nll)
@@ -180,13 +198,19 @@ def match(nll) -> Chain:
     if shape(bwd.operands[2]) != [t] or _const(lsb.operands[2]) not in (1, -1):
         raise NoMatch("the loss gradient is not per token row")
 
-    def consumers(g: ir.Value) -> None:
+    cast = chain.cast is not None
+
+    def consumers(g: ir.Value, cast_back: bool = False) -> None:
         for user, i in uses(g):
             if _row_view(user):
+                if _cast(user) and (cast_back or not cast):
+                    raise NoMatch("the logits gradient is cast other than back to the logits' dtype once")
                 chain.g_views.append(user)
-                consumers(user.results[0])
+                consumers(user.results[0], cast_back or _cast(user))
             elif not _is_2d(g, t, v):
                 raise NoMatch(f"the logits gradient is read as {shape(g)} by {op_name(user)}")
+            elif cast != cast_back:
+                raise NoMatch(f"the logits gradient is read by {op_name(user)} before it is cast back")
             elif op_name(user) == A + "mm" and i == 0 and user.operands[1] != g:
                 chain.rows.append(user)
             elif op_name(user) == A + "mm" and i == 1 and user.operands[0] != g:
@@ -237,12 +261,19 @@ class Tiler(Builder):
             self.slices[key] = out
         return self.slices[key]
 
+    def recast(self, cast: ir.Operation | None, x: ir.Value) -> ir.Value:
+        """x with the dtype the chain's `cast` gives (x itself without one)."""
+        if cast is None:
+            return x
+        return self.emit(cast, CAST.removeprefix(A), [x, *cast.operands[1:]],
+                         [with_shape(cast.results[0].type, shape(x))]).results[0]
+
     def logp(self, hc: ir.Value) -> ir.Value:
         c = self.c
         v = c.vocab
         lg = self.emit(c.mm, "mm", [hc, c.mm.operands[1]], [with_shape(c.mm.results[0].type, [shape(hc)[0], v])])
         lsm = c.lsm.operands
-        return self.emit(c.lsm, "_log_softmax", [lg.results[0], lsm[1], lsm[2]],
+        return self.emit(c.lsm, "_log_softmax", [self.recast(c.cast, lg.results[0]), lsm[1], lsm[2]],
                          [with_shape(c.lsm.results[0].type, [shape(hc)[0], v])]).results[0]
 
     # ------------------------------------------------------------------ rewrite
@@ -286,23 +317,32 @@ class Tiler(Builder):
                 lp = self.logp(hc)      # the chunk's logits again: nothing [T, V] is saved
                 rows_t = with_shape(c.bwd.results[0].type, shape(lp))
                 dlp = self.emit(c.bwd, "nll_loss_backward", [g, lp, tc, weight, reduction, ignore, tw], [rows_t])
-                dx = self.emit(c.lsb, "_log_softmax_backward_data", [dlp.results[0], lp, dim, dtype],
-                               [rows_t]).results[0]
+                dx = self.recast(c.g_cast, self.emit(c.lsb, "_log_softmax_backward_data",
+                                                     [dlp.results[0], lp, dim, dtype], [rows_t]).results[0])
                 for op in c.rows:
                     x = op.operands[1]
                     parts[op].append(self.emit(op, "mm", [dx, x], [with_shape(op.results[0].type,
                                                                               [shape(dx)[0], shape(x)[1]])]).results[0])
                 for op in c.left:
                     zc = self.slice_of(op, op.operands[0], 1)[k]
-                    sums[op] = self.matmul_into(op, sums[op], zc, dx)
+                    sums[op] = self.sum_into(op, sums[op], zc, dx)
                 for t, op in c.tleft:
                     dt = self.emit(t, "t", [dx], [with_shape(t.results[0].type, shape(dx)[::-1])]).results[0]
                     yc = self.slice_of(op, op.operands[1], 0)[k]
-                    sums[op] = self.matmul_into(op, sums[op], dt, yc)
+                    sums[op] = self.sum_into(op, sums[op], dt, yc)
             for op, xs in parts.items():
                 op.results[0].replace_all_uses_with(self.cat(op, xs, 0, op.results[0].type))
+            sums = {op: self.recast(c.g_cast, s) for op, s in sums.items()}   # one rounding, as eager's
         for op, s in sums.items():
             op.results[0].replace_all_uses_with(s)
+
+    def sum_into(self, like, acc: ir.Value | None, a: ir.Value, b: ir.Value) -> ir.Value:
+        """acc + a @ b over the chunks. With a cast chain (bf16 matmuls) the sum is kept in the logits'
+        f32, as eager's single matmul accumulates over all tokens, and rounded back once at the end."""
+        if self.c.g_cast is None:
+            return self.matmul_into(like, acc, a, b)
+        part = self.emit(like, "mm", [a, b], [like.results[0].type]).results[0]
+        return self.accumulate(like, acc, self.recast(self.c.cast, part))
 
     def consumers(self) -> list:
         return self.c.rows + self.c.left + [mm for _, mm in self.c.tleft]
