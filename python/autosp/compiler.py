@@ -186,7 +186,7 @@ def compile(model: nn.Module, example_inputs: tuple[torch.Tensor, torch.Tensor],
     files["params.json"] = json.dumps(params, indent=1).encode()
     n_params = sum(int(torch.Size(p["shape"]).numel()) for p in params["parameters"].values())
     meta = {"compiler": f"autosp {__version__}", "model": model_name or type(model).__name__,
-            "mesh": program["mesh"], "remat": remat, "precision": precision, "batch": batch, "seq_len": seq_len, "parameters": n_params,
+            "mesh": program["mesh"], "remat": remat, "batch": batch, "seq_len": seq_len, "parameters": n_params,
             "targets": ["host"], "pipeline": pipeline,
             "stages": split_top(pipeline.removeprefix("builtin.module(")[:-1])}
     return CompiledArtifact(files, meta, timings)
