@@ -71,8 +71,8 @@ def _sdpa_to_semantic(q: Tensor, k: Tensor, v: Tensor, attn_mask=None, dropout_p
                            f"(enable_gqa={enable_gqa}) is not valid grouped-query attention", where)
     s = float(q.shape[-1] ** -0.5 if scale is None else scale)
     if torch.is_autocast_enabled(q.device.type):   # autocast runs SDPA in its lower precision
-        low = torch.get_autocast_dtype(q.device.type)
-        q, k, v = (x.to(low) if x.is_floating_point() else x for x in (q, k, v))
+        low = torch.get_autocast_dtype(q.device.type)   # and, as autocast, leaves float64 alone
+        q, k, v = (x.to(low) if x.is_floating_point() and x.dtype != torch.float64 else x for x in (q, k, v))
     out, _ = torch.ops.autosp.attention(q, k, v, bool(is_causal), s)
     return out
 

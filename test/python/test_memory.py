@@ -37,6 +37,16 @@ def test_prediction_within_10_percent(remat, seq, compile_to):
     assert abs(predicted - measured) <= 0.10 * measured, (predicted, measured)
 
 
+def test_prediction_bf16(compile_to):
+    """Mixed precision: every value is counted at its dtype (bf16 matmul outputs and saved attention,
+    fp32 residual stream and gradients)."""
+    path = compile_to("builtin:tiny-llama", 1, seq=512, precision="bf16")
+    saved = json.load(open(os.path.join(path, "plan.json")))["saved"]
+    assert {"bfloat16", "float32"} <= {s["dtype"] for s in saved}
+    measured, predicted = _measure(path), _predicted(path)
+    assert abs(predicted - measured) <= 0.10 * measured, (predicted, measured)
+
+
 @pytest.mark.parametrize("remat", ["none", "sac", "full"])
 def test_prediction_on_two_ranks(remat, compile_to):
     from autosp.launch import spawn
