@@ -9,9 +9,9 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from .artifact import DTYPES, Artifact, read
+from .artifact import DTYPES, Artifact, ArtifactError, read
 from .collectives import Mesh
-from .executor import Program
+from .executor import Program, ProgramError
 from .memory import LiveBytes, resident_bytes
 
 
@@ -21,6 +21,10 @@ class _Step(torch.autograd.Function):
         args = module.arguments(params, input_ids, labels)
         memory = module._start_measuring(params) if module.measure_memory else None
         loss, *saved = module.forward_program.run(list(args), memory)
+        if not isinstance(loss, torch.Tensor) or loss.dim() != 0 or not loss.is_floating_point():
+            raise ProgramError(f"the forward program returned {type(loss).__name__} "
+                               f"{list(loss.shape) if isinstance(loss, torch.Tensor) else ''} as the loss, "
+                               "not a floating-point scalar tensor")
         ctx.module, ctx.inputs, ctx.memory = module, args + saved, memory
         return loss
 
@@ -73,6 +77,13 @@ class CompiledModule(nn.Module):
         return LiveBytes(base=resident_bytes(resident), exclude=resident)
 
     def _place(self, qualified: str, value, parameter: bool) -> None:
+        try:
+            self._insert(qualified, value, parameter)
+        except KeyError as e:   # a name nn.Module keeps for itself ("forward", "training", ...)
+            raise ArtifactError(f"{self.artifact.path}: params.json names {qualified!r}, which cannot be placed in "
+                                f"the module ({e.args[0]})") from None
+
+    def _insert(self, qualified: str, value, parameter: bool) -> None:
         path, _, leaf = qualified.rpartition(".")
         mod: nn.Module = self
         for part in path.split(".") if path else []:
