@@ -5,8 +5,10 @@ An artifact is a directory:
   program.json    the rank-agnostic host program (see `Program` in executor.py)
   program.mlir    the final MLIR, for reading
   params.json     parameter and buffer names, shapes, dtypes, tied names
+  plan.json       the remat, memory and communication plan, for reading (autospc inspect)
   buffers/*.bin   raw little-endian buffer values (e.g. RoPE inv_freq)
-No pickle anywhere: JSON and raw bytes only.
+No pickle anywhere: JSON and raw bytes only. The manifest lists every file the artifact uses; the
+loader opens nothing else, and validates every JSON file against runtime/schema.py.
 """
 from __future__ import annotations
 
@@ -116,7 +118,8 @@ def _read_file(root: str, rel: str, size: int | None) -> bytes:
     """The bytes of root/rel, a regular file reached without following a symlink: checked with lstat
     before opening (a FIFO or device is never opened), opened O_NOFOLLOW | O_NONBLOCK and checked
     again with fstat, its size compared with the manifest's (or, for the manifest, with a cap) before
-    a byte is read, and the read bounded by that size."""
+    a byte is read, and the read bounded by that size. (The intermediate directories are checked
+    with lstat before the open: the artifact is assumed not to change while it loads.)"""
     full = os.path.join(root, rel)
     parts = rel.split("/")
     for i in range(1, len(parts)):
@@ -132,7 +135,8 @@ def _read_file(root: str, rel: str, size: int | None) -> bytes:
     except FileNotFoundError:
         raise IntegrityError(f"{full}: file listed in the manifest is missing") from None
     if not stat.S_ISREG(st.st_mode):
-        raise ArtifactError(f"{full}: {_file_kind(st.st_mode)}, not a regular file; an artifact holds only regular files")
+        raise ArtifactError(f"{full}: {_file_kind(st.st_mode)}, not a regular file; an artifact holds only "
+                            "regular files")
     try:
         fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as e:
@@ -164,10 +168,11 @@ def _read_file(root: str, rel: str, size: int | None) -> bytes:
 
 def _file_kind(mode: int) -> str:
     for test, what in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a device"),
-                       (stat.S_ISBLK, "a device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory")):
+                       (stat.S_ISBLK, "a device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"),
+                       (stat.S_ISREG, "a regular file")):
         if test(mode):
             return what
-    return "not a regular file"
+    return "an unknown kind of file"
 
 
 def _no_constant(name: str):
@@ -195,7 +200,8 @@ def parse_json(where: str, data: bytes):
         return json.loads(data.decode("utf-8"), parse_constant=_no_constant, parse_float=_finite,
                           object_pairs_hook=_no_duplicates)
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
-        raise IntegrityError(f"{where}: not valid JSON ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+        why = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise IntegrityError(f"{where}: not valid JSON ({why})") from None
 
 
 def read(path: str) -> Artifact:

@@ -11,6 +11,7 @@ so one rank draws the masks eager PyTorch draws right after torch.manual_seed(s)
 from __future__ import annotations
 
 import math
+from functools import cached_property
 from typing import Any, Callable
 
 import torch
@@ -43,7 +44,6 @@ class Program:
         self.generator: torch.Generator | None = None
         self.steps: list[tuple[Callable, list[tuple[int, Any]], list[int], list[int]]] = []
         self.checked = False
-        self.limit = element_limit(program["args"])
         for inst in program["instructions"]:
             op = inst["op"]
             if op not in ALLOWED_ATEN and op not in SP_OPS:
@@ -134,7 +134,8 @@ class Program:
         for spec, a in zip(self.program["args"], args):
             if list(a.shape) != spec["shape"] or DTYPE_NAMES.get(a.dtype) != spec["dtype"]:
                 raise ProgramError(f"argument {spec['role']}:{spec['name']} has shape {list(a.shape)} and dtype "
-                                   f"{DTYPE_NAMES.get(a.dtype)}, the program was compiled for {spec['shape']} {spec['dtype']}")
+                                   f"{DTYPE_NAMES.get(a.dtype)}, the program was compiled for {spec['shape']} "
+                                   f"{spec['dtype']}")
         regs: list[Any] = [None] * self.program["num_registers"]
         regs[:len(args)] = args
         if memory is not None:
@@ -165,6 +166,11 @@ class Program:
                 regs[f] = None
         self.checked = True
         return [regs[o] for o in self.program["outputs"]]
+
+    @cached_property
+    def limit(self) -> int:
+        """The most elements a tensor of this program may have (schema.element_limit)."""
+        return element_limit(self.program["args"])
 
     def _where(self, idx: int) -> str:
         inst = self.program["instructions"][idx]

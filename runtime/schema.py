@@ -225,9 +225,9 @@ def operand(v: Any, where: Where, depth: int = 0) -> None:
         fail(where, f"unknown operand kind {k!r}")
 
 
-INSTRUCTION = Obj({"op": Str(max_len=128), "loc": Str(), "args": List(operand, max_len=64), "out": List(REG, max_len=64),
-                   "shapes": List(Optional(SHAPE), max_len=64), "dtypes": List(Optional(DTYPE), max_len=64),
-                   "free": List(REG, max_len=64 * 16)},
+INSTRUCTION = Obj({"op": Str(max_len=128), "loc": Str(), "args": List(operand, max_len=64),
+                   "out": List(REG, max_len=64), "shapes": List(Optional(SHAPE), max_len=64),
+                   "dtypes": List(Optional(DTYPE), max_len=64), "free": List(REG, max_len=64 * 16)},
                   {"kwargs": Map(operand, key=Str(max_len=64, pattern=_NAME)),
                    "attrs": Map(Json, key=Str(max_len=64))})
 ARG = Obj({"role": Str(choices=("param", "buffer", "input", "saved")), "name": Str(max_len=1024),
@@ -305,17 +305,14 @@ def element_limit(args: list[dict]) -> int:
     return ELEMENT_FACTOR * max(largest, tokens * width, 1)
 
 
-def _reads(inst: dict) -> list[int]:
+def _registers(operands) -> list[int]:
+    """The registers an instruction's operands read."""
     out: list[int] = []
-
-    def walk(e: dict) -> None:
+    for e in operands:
         if "r" in e:
             out.append(e["r"])
         elif "l" in e:
-            for x in e["l"]:
-                walk(x)
-    for e in [*inst["args"], *inst.get("kwargs", {}).values()]:
-        walk(e)
+            out.extend(_registers(e["l"]))
     return out
 
 
@@ -342,7 +339,7 @@ def _instruction(inst: dict, where: Where) -> None:
     else:
         if "attrs" in inst:
             fail(at(where, "attrs"), f"{op} takes keyword operands, not attributes")
-        if any("r" in e or "l" in e and _reads({"args": [e]}) for e in inst.get("kwargs", {}).values()):
+        if _registers(inst.get("kwargs", {}).values()):
             fail(at(where, "kwargs"), f"{op}: keyword operands must be constants")
 
 
@@ -367,7 +364,7 @@ def program(p: dict, where: Where, limit: int) -> dict[int, tuple[list[int] | No
     for idx, inst in enumerate(p["instructions"]):
         w = at(at(where, "instructions"), idx)
         _instruction(inst, w)
-        for r in _reads(inst):
+        for r in _registers([*inst["args"], *inst.get("kwargs", {}).values()]):
             alive(r, w, "reads")
         for r, shape, dtype in zip(inst["out"], inst["shapes"], inst["dtypes"]):
             if r >= n:
