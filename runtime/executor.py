@@ -194,7 +194,10 @@ class Program:
         if len(specs) != n_out:
             raise ProgramError(f"{self._where(idx)}: gives {len(specs)} results, the program names {n_out}")
         for got, shape, dtype in zip(specs, inst["shapes"], inst["dtypes"]):
-            if got is None:
+            if got is None and shape is not None:   # e.g. a forged loss: a list declared a scalar
+                raise ProgramError(f"{self._where(idx)}: would produce a value that is not a tensor, the compiler "
+                                   f"declared {shape} {dtype}")
+            if got is None or got == shapes.BACKEND:
                 continue
             self._bounded(idx, got[0])
             if shape is not None and got[0] != shape or dtype is not None and DTYPE_NAMES.get(got[1]) != dtype:
@@ -215,10 +218,10 @@ class Program:
         for i, (r, want, dtype) in enumerate(zip(results, inst["shapes"], inst["dtypes"])):
             if inst["op"] == "sp.attention" and i == 1:
                 continue  # softmax statistics: the backend's own layout
-            if want is not None and isinstance(r, torch.Tensor) and \
-                    (list(r.shape) != want or dtype is not None and DTYPE_NAMES.get(r.dtype) != dtype):
-                raise ProgramError(f"{self._where(idx)} produced {list(r.shape)} {DTYPE_NAMES.get(r.dtype)}, "
-                                   f"the compiler declared {want} {dtype}")
+            if want is not None and (not isinstance(r, torch.Tensor) or list(r.shape) != want or
+                                     dtype is not None and DTYPE_NAMES.get(r.dtype) != dtype):
+                got = f"{list(r.shape)} {DTYPE_NAMES.get(r.dtype)}" if isinstance(r, torch.Tensor) else type(r).__name__
+                raise ProgramError(f"{self._where(idx)} produced {got}, the compiler declared {want} {dtype}")
 
 
 def _line(e: Exception) -> str:

@@ -11,7 +11,7 @@ import torch.nn as nn
 
 from .artifact import DTYPES, Artifact, ArtifactError, read
 from .collectives import Mesh
-from .executor import Program, ProgramError
+from .executor import Program
 from .memory import LiveBytes, resident_bytes
 
 
@@ -21,10 +21,6 @@ class _Step(torch.autograd.Function):
         args = module.arguments(params, input_ids, labels)
         memory = module._start_measuring(params) if module.measure_memory else None
         loss, *saved = module.forward_program.run(list(args), memory)
-        if not isinstance(loss, torch.Tensor) or loss.dim() != 0 or not loss.is_floating_point():
-            raise ProgramError(f"the forward program returned {type(loss).__name__} "
-                               f"{list(loss.shape) if isinstance(loss, torch.Tensor) else ''} as the loss, "
-                               "not a floating-point scalar tensor")
         ctx.module, ctx.inputs, ctx.memory = module, args + saved, memory
         return loss
 

@@ -27,7 +27,8 @@ def to_meta(x: Any) -> Any:
     return x
 
 
-Spec = tuple[list[int], torch.dtype] | None   # None: not a tensor, or a result whose layout is the backend's
+Spec = tuple[list[int], torch.dtype] | str | None   # None: not a tensor
+BACKEND = "backend"   # a tensor whose layout is the backend's (attention's softmax statistics)
 
 # ATen's shape rules are pure functions of the operands' shapes, strides and dtypes and of the
 # constants: a program's repeated layers (and a reloaded program) are inferred once per process
@@ -109,7 +110,7 @@ def sp(op: str, attrs: dict, xs: list, mesh: Mesh) -> list[Spec]:
     if op == "sp.attention":
         q, k, v = _tensors(xs, ("q", "k", "v"), 4)
         _attention(q, k, v, attrs["kv_groups"])
-        return [([*q.shape[:3], v.shape[3]], q.dtype), None]
+        return [([*q.shape[:3], v.shape[3]], q.dtype), BACKEND]
     if op == "sp.attention_grad":
         dout, q, k, v, out, lse = _tensors(xs, ("dout", "q", "k", "v", "out", "state"))
         _tensors(xs[:5], ("dout", "q", "k", "v", "out"), 4)

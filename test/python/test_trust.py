@@ -319,6 +319,25 @@ def test_loss_must_be_a_scalar(tiny, tmp_path):
         autosp.load(path)
 
 
+def test_loss_that_is_not_a_tensor_refused(tiny, tmp_path):
+    """A forger declaring a list (split's result) the scalar loss: refused before the step returns it."""
+    path = _copy(tiny, tmp_path)
+    idx = _instructions(path, "forward", "aten.split.Tensor")[0]
+
+    def loss_is_a_list(p):
+        fwd = p["programs"]["forward"]
+        inst = fwd["instructions"][idx]
+        inst["shapes"], inst["dtypes"] = [[]], ["float32"]
+        fwd["outputs"][0] = inst["out"][0]
+        for other in fwd["instructions"]:
+            other["free"] = [r for r in other["free"] if r != inst["out"][0]]
+    _edit(path, "program.json", loss_is_a_list)
+    m = autosp.load(path)
+    with pytest.raises(ProgramError, match=rf"instruction {idx} \(aten.split.Tensor, .*\): would produce a value "
+                                           r"that is not a tensor, the compiler declared \[\] float32"):
+        m(*batch_for(256, m.input_shape, seed=1))
+
+
 def _full(p: dict, declared: list[int]) -> None:
     fwd = p["programs"]["forward"]
     r = fwd["num_registers"]
