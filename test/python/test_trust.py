@@ -26,16 +26,20 @@ BUFFER = "buffers/model.inv_freq.bin"
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory) -> str:
+def compiled(tmp_path_factory) -> tuple[str, dict]:
     """A one-layer tiny llama, batch 2, seq 16, sp=1, neither recomputing nor tiling (250 instructions):
-    small enough to load and run hundreds of times. Read-only: tests change copies."""
+    small enough to load and run hundreds of times; and its weights. Read-only: tests change copies."""
     torch.manual_seed(0)
     model = TinyLlamaForCausalLM(TinyLlamaConfig(num_hidden_layers=1))
     ids = torch.zeros(2, 16, dtype=torch.long)
     path = str(tmp_path_factory.mktemp("trust") / "m.autosp")
     autosp.compile(model, (ids, ids), sp=1, remat="none", tile=None).save(path)
-    torch.save(model.state_dict(), os.path.join(os.path.dirname(path), "state.pt"))
-    return path
+    return path, model.state_dict()
+
+
+@pytest.fixture
+def tiny(compiled) -> str:
+    return compiled[0]
 
 
 def _copy(src: str, tmp_path, name: str = "copy.autosp") -> str:
@@ -116,6 +120,7 @@ def test_buffer_outside_manifest_refused(tiny, tmp_path):
 class _Opens:
     """Paths opened while active (sys.addaudithook: hooks cannot be removed, so one per session)."""
     paths: list[str] | None = None
+    installed = False
 
     @classmethod
     def hook(cls, event: str, args: tuple) -> None:
@@ -123,7 +128,7 @@ class _Opens:
             cls.paths.append(os.fsdecode(args[0]))
 
     def __enter__(self) -> list[str]:
-        if not getattr(_Opens, "installed", False):
+        if not _Opens.installed:
             sys.addaudithook(_Opens.hook)
             _Opens.installed = True
         _Opens.paths = []
@@ -368,9 +373,9 @@ def test_huge_tensor_refused_before_allocating(tiny, tmp_path):
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 100 << 10   # KiB
 
 
-def test_unmodified_artifact_runs_as_before(tiny):
+def test_unmodified_artifact_runs_as_before(compiled):
     """The checks of the first run change nothing: the same loss and gradients as a second run."""
-    state = torch.load(os.path.join(os.path.dirname(tiny), "state.pt"))
+    tiny, state = compiled
     m = autosp.load(tiny)
     m.load_state_dict(state)
     batch = batch_for(256, m.input_shape, seed=1)
@@ -455,9 +460,7 @@ def _case(src: str, dst: str, rel: str, pattern: tuple | None, rng: random.Rando
         data = rng.choice([original[:i], original + b"\0" * rng.randrange(1, 64),
                            original[:i] + bytes([rng.randrange(256)]) + original[i + 1:]])
         what, neutral = f"{rel} bytes @ {i}", rel == "program.mlir"
-    if rel == "manifest.json":
-        _write(dst, rel, data)
-    elif signed:
+    if signed and rel != "manifest.json":
         _sign(dst, {rel: data})
     else:
         _write(dst, rel, data)
@@ -474,13 +477,13 @@ def _one_line(e: Exception) -> bool:
     return bool(str(e)) and "\n" not in str(e)
 
 
-def test_fuzz(tiny, tmp_path):
+def test_fuzz(compiled, tmp_path):
     """A few hundred seeded mutations over every file and field of a compiled artifact, each signed
     as a forger would (or, one in ten, not): each ends in a one-line ArtifactError at load, a
     one-line ProgramError at the first run, or a run; a mutation of a field the runtime only checks
     or describes runs with exactly the unmutated results. Nothing outside the artifact is opened and
     memory stays bounded."""
-    state = torch.load(os.path.join(os.path.dirname(tiny), "state.pt"))
+    tiny, state = compiled
     base_loss, base_grads = _run(tiny, state)
     (tmp_path / "secret.bin").write_bytes(b"secret")
     fields: dict[str, dict] = {rel: {} for rel in ("manifest.json", "program.json", "params.json", "plan.json")}
