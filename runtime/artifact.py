@@ -78,7 +78,11 @@ def sha256(data: bytes) -> str:
 
 
 def write(path: str, files: dict[str, bytes], meta: dict) -> None:
-    """Write `files` (relative path -> bytes) and a manifest with their digests."""
+    """Write `files` (relative path -> bytes) and a manifest with their digests; a path the loader
+    would refuse is refused here."""
+    from .schema import relative_path
+    for rel in files:
+        relative_path(rel, f"{path}: files")
     os.makedirs(path, exist_ok=True)
     for rel, data in files.items():
         full = os.path.join(path, rel)

@@ -33,7 +33,7 @@ REQUIRED_FILES = ("program.json", "params.json", "plan.json", "program.mlir")
 FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float64")
 MEMORY_FORMATS = ("contiguous_format", "preserve_format", "channels_last", "channels_last_3d")
 GROUPS = ("sp", "dp", "world")
-_NAME = re.compile(r"(?:[A-Za-z_][A-Za-z0-9_]*|[0-9]+)(?:\.(?:[A-Za-z_][A-Za-z0-9_]*|[0-9]+))*")
+_NAME = re.compile(r"[^.\s/\\\x00-\x1f\x7f]+(?:\.[^.\s/\\\x00-\x1f\x7f]+)*")   # a module path (ModuleDict keys too)
 _COMPONENT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+=-]*")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 

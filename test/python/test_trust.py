@@ -117,6 +117,14 @@ def test_buffer_outside_manifest_refused(tiny, tmp_path):
         autosp.load(path)
 
 
+def test_writer_refuses_what_the_loader_would(tmp_path):
+    """A buffer named by a ModuleDict key with a space, say: refused at save, not at every load."""
+    from autosp.runtime.artifact import write
+    with pytest.raises(ArtifactError, match=r"files: \"buffers/a b.bin\" is not a normalized relative path"):
+        write(str(tmp_path / "a.autosp"), {"buffers/a b.bin": b""}, {})
+    assert not (tmp_path / "a.autosp").exists()
+
+
 class _Opens:
     """Paths opened while active (sys.addaudithook: hooks cannot be removed, so one per session)."""
     paths: list[str] | None = None
