@@ -5,14 +5,17 @@ An artifact is a directory:
   program.json    the rank-agnostic host program (see `Program` in executor.py)
   program.mlir    the final MLIR, for reading
   params.json     parameter and buffer names, shapes, dtypes, tied names
+  plan.json       the remat, memory and communication plan, for reading (autospc inspect)
   buffers/*.bin   raw little-endian buffer values (e.g. RoPE inv_freq)
-No pickle anywhere: JSON and raw bytes only.
+No pickle anywhere: JSON and raw bytes only. The manifest lists every file the artifact uses; the
+loader opens nothing else, and validates every JSON file against runtime/schema.py.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import stat
 from dataclasses import dataclass
 
 import torch
@@ -75,7 +78,11 @@ def sha256(data: bytes) -> str:
 
 
 def write(path: str, files: dict[str, bytes], meta: dict) -> None:
-    """Write `files` (relative path -> bytes) and a manifest with their digests."""
+    """Write `files` (relative path -> bytes) and a manifest with their digests; a path the loader
+    would refuse is refused here."""
+    from .schema import relative_path
+    for rel in files:
+        relative_path(rel, f"{path}: files")
     os.makedirs(path, exist_ok=True)
     for rel, data in files.items():
         full = os.path.join(path, rel)
@@ -94,10 +101,12 @@ class Artifact:
     manifest: dict
     program: dict
     params: dict
+    files: dict[str, bytes]   # every file the manifest lists, as verified at load
 
     def read(self, rel: str) -> bytes:
-        with open(os.path.join(self.path, rel), "rb") as f:
-            return f.read()
+        if rel not in self.files:
+            raise ArtifactError(f"{os.path.join(self.path, rel)}: not listed in the artifact's manifest")
+        return self.files[rel]
 
     def buffer(self, name: str) -> torch.Tensor:
         spec = self.params["buffers"][name]
@@ -106,33 +115,124 @@ class Artifact:
         return flat.reshape(spec["shape"]).clone()
 
 
-def read(path: str) -> Artifact:
-    """Load and verify an artifact: format version first, then every file's digest."""
-    mpath = os.path.join(path, "manifest.json")
-    if not os.path.isfile(mpath):
-        raise ArtifactError(f"{path}: not an autosp artifact (no manifest.json)")
+MAX_MANIFEST_BYTES = 64 << 20
+
+
+def _read_file(root: str, rel: str, size: int | None) -> bytes:
+    """The bytes of root/rel, a regular file reached without following a symlink: checked with lstat
+    before opening (a FIFO or device is never opened), opened O_NOFOLLOW | O_NONBLOCK and checked
+    again with fstat, its size compared with the manifest's (or, for the manifest, with a cap) before
+    a byte is read, and the read bounded by that size. (The intermediate directories are checked
+    with lstat before the open: the artifact is assumed not to change while it loads.)"""
+    full = os.path.join(root, rel)
+    parts = rel.split("/")
+    for i in range(1, len(parts)):
+        d = os.path.join(root, *parts[:i])
+        try:
+            st = os.lstat(d)
+        except FileNotFoundError:
+            raise IntegrityError(f"{full}: file listed in the manifest is missing") from None
+        if not stat.S_ISDIR(st.st_mode):
+            raise ArtifactError(f"{full}: {d} is {_file_kind(st.st_mode)}, not a directory inside the artifact")
     try:
-        with open(mpath) as f:
-            manifest = json.load(f)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise IntegrityError(f"{mpath}: manifest is corrupted ({e})") from None
-    version = manifest.get("format_version")
-    if not isinstance(version, int) or version > FORMAT_VERSION:
-        raise ArtifactError(f"{path}: artifact format version {version} is newer than this runtime supports "
-                            f"({FORMAT_VERSION}); upgrade autosp")
-    if manifest.get("layout") != LAYOUT:
-        raise ArtifactError(f"{path}: unknown artifact layout {manifest.get('layout')!r}")
-    for rel, entry in manifest["files"].items():
-        full = os.path.join(path, rel)
-        if not os.path.isfile(full):
-            raise IntegrityError(f"{full}: file listed in the manifest is missing")
-        with open(full, "rb") as f:
-            data = f.read()
-        if len(data) != entry["bytes"]:
-            raise IntegrityError(f"{full}: truncated or resized ({len(data)} bytes, manifest says {entry['bytes']})")
+        st = os.lstat(full)
+    except FileNotFoundError:
+        raise IntegrityError(f"{full}: file listed in the manifest is missing") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ArtifactError(f"{full}: {_file_kind(st.st_mode)}, not a regular file; an artifact holds only "
+                            "regular files")
+    try:
+        fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise ArtifactError(f"{full}: cannot be opened ({e.strerror})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ArtifactError(f"{full}: {_file_kind(st.st_mode)}, not a regular file")
+        if size is None:
+            if st.st_size > MAX_MANIFEST_BYTES:
+                raise ArtifactError(f"{full}: {st.st_size} bytes, a manifest has at most {MAX_MANIFEST_BYTES}")
+            size = st.st_size
+        elif st.st_size != size:
+            raise IntegrityError(f"{full}: truncated or resized ({st.st_size} bytes, manifest says {size})")
+        chunks, left = [], size + 1   # one byte more: a file growing while read is caught
+        while left:
+            chunk = os.read(fd, min(left, 1 << 24))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) != size:
+        raise IntegrityError(f"{full}: truncated or resized ({len(data)} bytes read, {size} expected)")
+    return data
+
+
+def _file_kind(mode: int) -> str:
+    for test, what in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a device"),
+                       (stat.S_ISBLK, "a device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"),
+                       (stat.S_ISREG, "a regular file")):
+        if test(mode):
+            return what
+    return "an unknown kind of file"
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _no_duplicates(pairs: list) -> dict:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        key = next(k for i, (k, _) in enumerate(pairs) if k in dict(pairs[:i]))
+        raise ValueError(f"key {key!r} appears twice")
+    return out
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"{text} is out of range")
+    return value
+
+
+def parse_json(where: str, data: bytes):
+    """Strict JSON: UTF-8, no NaN or infinities, no key given twice, bounded nesting."""
+    try:
+        return json.loads(data.decode("utf-8"), parse_constant=_no_constant, parse_float=_finite,
+                          object_pairs_hook=_no_duplicates)
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        why = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise IntegrityError(f"{where}: not valid JSON ({why})") from None
+
+
+def read(path: str) -> Artifact:
+    """Load and verify an artifact. The manifest first (format version, layout, schema, paths), then
+    program.json and params.json (read, hashed, validated against the schema and each other, which
+    ties every buffer to a manifest entry), then the other listed files, hashed. Nothing the
+    manifest does not list is opened."""
+    from . import schema
+    if not os.path.isdir(path) or not os.path.lexists(os.path.join(path, "manifest.json")):
+        raise ArtifactError(f"{path}: not an autosp artifact (no manifest.json)")
+    mpath = os.path.join(path, "manifest.json")
+    manifest = parse_json(mpath, _read_file(path, "manifest.json", None))
+    schema.manifest(manifest, f"{mpath}:")
+    files: dict[str, bytes] = {}
+
+    def load(rel: str) -> bytes:
+        entry = manifest["files"][rel]
+        data = _read_file(path, rel, entry["bytes"])
         if sha256(data) != entry["sha256"]:
-            raise IntegrityError(f"{full}: sha256 mismatch, the file is corrupted")
-    art = Artifact(path, manifest, {}, {})
-    art.program = json.loads(art.read("program.json"))
-    art.params = json.loads(art.read("params.json"))
-    return art
+            raise IntegrityError(f"{os.path.join(path, rel)}: sha256 mismatch, the file is corrupted")
+        files[rel] = data
+        return data
+    program = parse_json(os.path.join(path, "program.json"), load("program.json"))
+    params = parse_json(os.path.join(path, "params.json"), load("params.json"))
+    schema.programs(program, params, manifest, path)
+    for rel in manifest["files"]:
+        if rel not in files:
+            load(rel)
+    schema.plan(parse_json(os.path.join(path, "plan.json"), files["plan.json"]), path)
+    return Artifact(path, manifest, program, params, files)

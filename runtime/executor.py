@@ -10,18 +10,21 @@ torch.manual_seed(s) before the first step makes a run reproducible. On rank 0 t
 so one rank draws the masks eager PyTorch draws right after torch.manual_seed(s)."""
 from __future__ import annotations
 
+import math
+from functools import cached_property
 from typing import Any, Callable
 
 import torch
 
-from . import kernels
-from .artifact import ALLOWED_ATEN, DTYPES, SP_OPS, ArtifactError, resolve
+from . import kernels, shapes
+from .artifact import ALLOWED_ATEN, DTYPE_NAMES, DTYPES, SP_OPS, ArtifactError, resolve
 from .collectives import COLLECTIVES, CollectiveError, Mesh
 from .memory import LiveBytes
+from .schema import element_limit
 
 
-class ProgramError(RuntimeError):
-    pass
+class ProgramError(ArtifactError, RuntimeError):
+    """The program cannot run as the artifact gives it (or with the arguments it was handed)."""
 
 
 # The program is functional, so a view may copy: collectives and kernels return their own strides,
@@ -120,12 +123,14 @@ class Program:
     def run(self, args: list[torch.Tensor], memory: LiveBytes | None = None) -> list[torch.Tensor]:
         """One run; it takes the references in `args` (the list is emptied), so an argument the
         program frees (a saved value after its last reader) is freed then, as sp-plan-memory
-        plans. The first run also checks every result against its declared shape; with `memory`,
+        plans. The first run also checks every instruction before it runs (_precheck) and every
+        result after, against the declared shapes and dtypes; with `memory`,
         the live bytes of every value are tracked as the program frees them."""
         for spec, a in zip(self.program["args"], args):
-            if list(a.shape) != spec["shape"]:
-                raise ProgramError(f"argument {spec['role']}:{spec['name']} has shape {list(a.shape)}, "
-                                   f"the program was compiled for {spec['shape']}")
+            if list(a.shape) != spec["shape"] or DTYPE_NAMES.get(a.dtype) != spec["dtype"]:
+                raise ProgramError(f"argument {spec['role']}:{spec['name']} has shape {list(a.shape)} and dtype "
+                                   f"{DTYPE_NAMES.get(a.dtype)}, the program was compiled for {spec['shape']} "
+                                   f"{spec['dtype']}")
         regs: list[Any] = [None] * self.program["num_registers"]
         regs[:len(args)] = args
         if memory is not None:
@@ -134,18 +139,20 @@ class Program:
         REG, value = self.REG, self._value
         check = not self.checked
         for idx, (fn, operands, out, free) in enumerate(self.steps):
+            inputs = [regs[v] if k == REG else value(regs, k, v) for k, v in operands]
+            if check:
+                self._precheck(idx, inputs)
             try:
-                res = fn(*[regs[v] if k == REG else value(regs, k, v) for k, v in operands])
+                res = fn(*inputs)
             except Exception as e:
-                inst = self.program["instructions"][idx]
-                where = f"instruction {idx} ({inst['op']}, {inst['loc']})"
+                where = self._where(idx)
                 if isinstance(e, CollectiveError):
                     raise type(e)(f"{where}: {e}") from None
                 # the other ranks fail this run too, at its end
                 self.mesh.fail_run(self.program, idx, where, self.device)
                 # an out-of-memory stays catchable as such: callers back off or probe lengths with it
                 kind = torch.OutOfMemoryError if isinstance(e, torch.OutOfMemoryError) else ProgramError
-                raise kind(f"{where}: {e}") from e
+                raise kind(f"{where}: {_line(e)}") from e
             if len(out) == 1:
                 regs[out[0]] = res
             else:
@@ -163,11 +170,63 @@ class Program:
         self.mesh.agree(f"the end of the {self.name}", self.device)   # no rank leaves a failed run
         return [regs[o] for o in self.program["outputs"]]
 
+    @cached_property
+    def limit(self) -> int:
+        """The most elements a tensor of this program may have (schema.element_limit)."""
+        return element_limit(self.program["args"])
+
+    def _where(self, idx: int) -> str:
+        inst = self.program["instructions"][idx]
+        return f"instruction {idx} ({inst['op']}, {inst['loc']})"
+
+    def _precheck(self, idx: int, inputs: list) -> None:
+        """Before the first run executes an instruction: what it would give for these operands (see
+        shapes.py) against what the compiler declared, and every tensor within the element limit."""
+        inst = self.program["instructions"][idx]
+        op, n_out, largest = inst["op"], len(inst["out"]), 0
+        try:
+            if op in SP_OPS:
+                specs = shapes.sp(op, inst.get("attrs", {}), inputs, self.mesh)
+            elif op == "aten.native_dropout.default":
+                specs = shapes.dropout(inputs)
+            else:
+                kwargs = {k: self._value([], *self._operand(e)) for k, e in inst.get("kwargs", {}).items()}
+                specs, largest = shapes.aten(_resolve(op), inputs, kwargs, n_out)
+        except Exception as e:   # ATen's own refusal on meta, or a shape rule's
+            raise ProgramError(f"{self._where(idx)}: its operands do not fit: {_line(e)}") from None
+        if len(specs) != n_out:
+            raise ProgramError(f"{self._where(idx)}: gives {len(specs)} results, the program names {n_out}")
+        for got, shape, dtype in zip(specs, inst["shapes"], inst["dtypes"]):
+            if got is None and shape is not None:   # e.g. a forged loss: a list declared a scalar
+                raise ProgramError(f"{self._where(idx)}: would produce a value that is not a tensor, the compiler "
+                                   f"declared {shape} {dtype}")
+            if got is None or got == shapes.BACKEND:
+                continue
+            self._bounded(idx, got[0])
+            if shape is not None and got[0] != shape or dtype is not None and DTYPE_NAMES.get(got[1]) != dtype:
+                raise ProgramError(f"{self._where(idx)}: would produce {got[0]} {DTYPE_NAMES.get(got[1])}, the "
+                                   f"compiler declared {shape} {dtype}")
+        if largest > self.limit:   # a list result (split)
+            raise ProgramError(f"{self._where(idx)}: would make a tensor of {largest:,} elements, above the "
+                               f"limit of {self.limit:,} that the program's parameters and inputs allow")
+
+    def _bounded(self, idx: int, shape: list[int]) -> None:
+        n = math.prod(shape)
+        if n > self.limit:
+            raise ProgramError(f"{self._where(idx)}: would make a tensor of shape {shape} ({n:,} elements), above "
+                               f"the limit of {self.limit:,} that the program's parameters and inputs allow")
+
     def _check(self, idx: int, results) -> None:
         inst = self.program["instructions"][idx]
-        for i, (r, want) in enumerate(zip(results, inst["shapes"])):
+        for i, (r, want, dtype) in enumerate(zip(results, inst["shapes"], inst["dtypes"])):
             if inst["op"] == "sp.attention" and i == 1:
                 continue  # softmax statistics: the backend's own layout
-            if want is not None and isinstance(r, torch.Tensor) and list(r.shape) != want:
-                raise ProgramError(f"instruction {idx} ({inst['op']}, {inst['loc']}) produced shape "
-                                   f"{list(r.shape)}, the compiler declared {want}")
+            if want is not None and (not isinstance(r, torch.Tensor) or list(r.shape) != want or
+                                     dtype is not None and DTYPE_NAMES.get(r.dtype) != dtype):
+                got = f"{list(r.shape)} {DTYPE_NAMES.get(r.dtype)}" if isinstance(r, torch.Tensor) else type(r).__name__
+                raise ProgramError(f"{self._where(idx)} produced {got}, the compiler declared {want} {dtype}")
+
+
+def _line(e: Exception) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__

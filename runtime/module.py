@@ -11,7 +11,7 @@ import warnings
 import torch
 import torch.nn as nn
 
-from .artifact import DTYPES, Artifact, read
+from .artifact import DTYPES, Artifact, ArtifactError, read
 from .collectives import DEFAULT_TIMEOUT_S, Mesh
 from .executor import Program
 from .memory import LiveBytes, resident_bytes
@@ -79,6 +79,13 @@ class CompiledModule(nn.Module):
         return LiveBytes(base=resident_bytes(resident), exclude=resident)
 
     def _place(self, qualified: str, value, parameter: bool) -> None:
+        try:
+            self._insert(qualified, value, parameter)
+        except KeyError as e:   # a name nn.Module keeps for itself ("forward", "training", ...)
+            raise ArtifactError(f"{self.artifact.path}: params.json names {qualified!r}, which cannot be placed in "
+                                f"the module ({e.args[0]})") from None
+
+    def _insert(self, qualified: str, value, parameter: bool) -> None:
         path, _, leaf = qualified.rpartition(".")
         mod: nn.Module = self
         for part in path.split(".") if path else []:
