@@ -29,7 +29,7 @@ MAX_NESTING = 3              # operand lists in lists ({"l": [{"l": ...}]})
 # No tensor of a program may have more elements than ELEMENT_FACTOR x max(largest declared parameter
 # or buffer, tokens per step x largest declared dimension), see element_limit.
 ELEMENT_FACTOR = 4
-REQUIRED_FILES = ("program.json", "params.json", "plan.json", "program.mlir")
+REQUIRED_FILES = ("program.json", "params.json", "plan.json")   # program.mlir is for people: checked if listed
 FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float64")
 MEMORY_FORMATS = ("contiguous_format", "preserve_format", "channels_last", "channels_last_3d")
 GROUPS = ("sp", "dp", "world")

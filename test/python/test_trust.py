@@ -88,7 +88,19 @@ def _run(path: str, state: dict | None = None):
 
 
 # ------------------------------------------------------------------ the manifest lists everything
-@pytest.mark.parametrize("rel", ["program.json", "params.json", "plan.json", "program.mlir", BUFFER])
+def test_program_mlir_is_optional(compiled, tmp_path):
+    """program.mlir is for reading, not running: an artifact shipped without it (benchmarks/gpu_step.py
+    drops it to travel light) loads and gives the same loss."""
+    tiny, state = compiled
+    path = _copy(tiny, tmp_path)
+    man = _json(path, "manifest.json")
+    del man["files"]["program.mlir"]
+    os.remove(os.path.join(path, "program.mlir"))
+    _write(path, "manifest.json", json.dumps(man).encode())
+    assert torch.equal(_run(path, state)[0], _run(tiny, state)[0])
+
+
+@pytest.mark.parametrize("rel", ["program.json", "params.json", "plan.json", BUFFER])
 def test_manifest_entry_removed(tiny, tmp_path, rel):
     path = _copy(tiny, tmp_path)
     man = _json(path, "manifest.json")
