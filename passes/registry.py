@@ -47,15 +47,16 @@ def parse_element(element: str) -> Pass | None:
     return cls.parse(rest.rstrip("}")) if cls else None
 
 
-def expand(pipeline: str) -> list[str]:
-    """The pipeline's elements with every named pipeline replaced by its own."""
+def expand(pipeline: str) -> list[tuple[str, Pass | None]]:
+    """The pipeline's elements with every named pipeline replaced by its own, each with the autosp
+    pass it builds (None for another pass)."""
     pipeline = pipeline.strip()
     if pipeline.startswith("builtin.module(") and pipeline.endswith(")"):
         pipeline = pipeline[len("builtin.module("):-1]
     out = []
     for element in split_top(pipeline):
         p = parse_element(element)
-        out += expand(",".join(p.expand())) if isinstance(p, PipelinePass) else [element]
+        out += expand(",".join(p.expand())) if isinstance(p, PipelinePass) else [(element, p)]
     return out
 
 
@@ -78,8 +79,7 @@ def build_pass_manager(pipeline: str) -> PassManager:
             pm.add(",".join(pending))
             pending.clear()
 
-    for element in expand(pipeline):
-        p = parse_element(element)
+    for element, p in expand(pipeline):
         if p is None:
             pending.append(element)
             continue

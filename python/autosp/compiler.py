@@ -98,18 +98,24 @@ def capture(model: nn.Module, c: Compilation):
     return c.step
 
 
-def import_torch(step, c: Compilation):
+def _import(step):
+    """(its own MLIR context, the torch-dialect module) of a captured step."""
     from torch_mlir import ir
     from torch_mlir.dialects import torch as torch_d
 
     from autosp.dialects import sp as sp_dialect
     from autosp.frontend.importer import import_step
-    c.context = ir.Context()
-    torch_d.register_dialect(c.context)
-    with c.context, ir.Location.unknown():
+    context = ir.Context()
+    torch_d.register_dialect(context)
+    with context, ir.Location.unknown():
         sp_dialect.load()
-        c.context.enable_multithreading(False)
-        return import_step(step, c.context)
+        context.enable_multithreading(False)
+        return context, import_step(step, context)
+
+
+def import_torch(step, c: Compilation):
+    c.context, module = _import(step)
+    return module
 
 
 def run_pipeline(module, c: Compilation):
@@ -117,13 +123,14 @@ def run_pipeline(module, c: Compilation):
 
     from autosp.passes import build_pass_manager
     with c.context, ir.Location.unknown():
-        before = c.ir.get("1-import.mlir") or _asm(module)   # the passes change the module in place
         try:
             build_pass_manager(c.pipeline).run(module.operation)
         except ir.MLIRError as e:
+            # the passes changed the module in place: the stage's input is imported again, only now
+            given = c.ir.get("1-import.mlir") or _asm(_import(c.step)[1])
             pipeline = c.pipeline if c.pipeline.startswith("builtin.module(") else f"builtin.module({c.pipeline})"
             raise _failed(CompileError(_diagnostics(e).removeprefix("error: ")),
-                          _reproduce("sp", before, f"--pass-pipeline={shlex.quote(pipeline)}")) from None
+                          _reproduce("sp", given, f"--pass-pipeline={shlex.quote(pipeline)}")) from None
     return module
 
 
@@ -133,11 +140,11 @@ def _failed(err: CompileError, command: str) -> CompileError:
     return err
 
 
-def lower_host(module, c: Compilation) -> dict[str, bytes]:
+def lower_host(module, c: Compilation) -> CompiledArtifact:
     from torch_mlir import ir
 
     from autosp.lowering.host_program import lower_to_host_program
-    from autosp.packaging import artifact_files
+    from autosp.packaging import artifact
     from autosp.passes.torch_ir import location_str
     with c.context, ir.Location.unknown():
         try:
@@ -147,7 +154,7 @@ def lower_host(module, c: Compilation) -> dict[str, bytes]:
             where = location_str(loc) if loc is not None else ""
             raise _failed(CompileError(str(e), where if where and not where.startswith("<") else None),
                           _reproduce("host", _asm(module), "--emit=host-program")) from None
-        return artifact_files(module, program, c.step, c.remat)
+        return CompiledArtifact(*artifact(module, program, c.step, c.remat))
 
 
 # name, function, how its result is kept (keep_ir): file extension, text
@@ -155,12 +162,12 @@ STAGES: list[tuple[str, Callable, str, Callable[[Any], str]]] = [
     ("capture", capture, "py", lambda step: step.graph.print_readable(print_output=False)),
     ("import", import_torch, "mlir", _asm),
     ("sp", run_pipeline, "mlir", _asm),
-    ("host", lower_host, "json", lambda files: json.dumps(json.loads(files["program.json"]), indent=1)),
+    ("host", lower_host, "json", lambda art: json.dumps(art.program, indent=1)),
 ]
 
 
-def run_stages(value, c: Compilation, first: str = "capture") -> dict[str, bytes]:
-    """The stages from `first` on: the artifact's files, with ir/<n>-<stage>.* if c.keep_ir."""
+def run_stages(value, c: Compilation, first: str = "capture") -> CompiledArtifact:
+    """The stages from `first` on: the artifact, with ir/<n>-<stage>.* if c.keep_ir."""
     names = [name for name, *_ in STAGES]
     for n, (name, fn, ext, text) in enumerate(STAGES[names.index(first):], start=names.index(first)):
         t = time.perf_counter()
@@ -168,7 +175,9 @@ def run_stages(value, c: Compilation, first: str = "capture") -> dict[str, bytes
         c.timings[name] = time.perf_counter() - t
         if c.keep_ir:
             c.ir[f"{n}-{name}.{ext}"] = text(value)
-    return {**value, **{f"ir/{name}": text.encode() for name, text in c.ir.items()}}
+    value.files.update({f"ir/{name}": text.encode() for name, text in c.ir.items()})
+    value.timings = c.timings
+    return value
 
 
 def options(sp: int, dp: int, remat: str, memory_budget: int | str | None, tile: int | str | None):
@@ -206,6 +215,7 @@ def compile(model: nn.Module, example_inputs: tuple[torch.Tensor, torch.Tensor],
     frontend/capture.py) on the model's parameters as they are: fp32 parameters give mixed precision
     with fp32 master weights and gradients, bf16 parameters a pure bf16 step.
     keep_ir: keep every stage's IR in the artifact (ir/<n>-<stage>.*)."""
+    from autosp.passes import expand
     from autosp.passes.sp_partition_sequence import indivisible
 
     input_ids, labels = example_inputs
@@ -217,17 +227,9 @@ def compile(model: nn.Module, example_inputs: tuple[torch.Tensor, torch.Tensor],
     if indivisible(seq_len, sp):   # before the capture, the slow stage
         raise CompileError(indivisible(seq_len, sp))
     c = Compilation(batch, seq_len, pipeline or named.text(), remat, precision, keep_ir)
-    files = run_stages(model, c)
-    meta = {"compiler": f"autosp {__version__}", "model": model_name or type(model).__name__,
-            "mesh": json.loads(files["program.json"])["mesh"], "remat": remat, "precision": precision,
-            "batch": batch, "seq_len": seq_len,
-            "parameters": sum(int(torch.Size(p["shape"]).numel())
-                              for p in json.loads(files["params.json"])["parameters"].values()),
-            "targets": ["host"], "stages": [name for name, *_ in STAGES], "pipeline": c.pipeline,
-            "passes": _passes(c.pipeline)}
-    return CompiledArtifact(files, meta, c.timings)
-
-
-def _passes(pipeline: str) -> list[str]:
-    from autosp.passes import expand
-    return expand(pipeline)
+    art = run_stages(model, c)
+    art.meta = {"compiler": f"autosp {__version__}", "model": model_name or type(model).__name__, **art.meta,
+                "remat": remat, "precision": precision, "batch": batch, "seq_len": seq_len, "targets": ["host"],
+                "stages": [name for name, *_ in STAGES], "pipeline": c.pipeline,
+                "passes": [element for element, _ in expand(c.pipeline)]}
+    return art

@@ -5,6 +5,7 @@ ir/<n>-<stage>.*."""
 from __future__ import annotations
 
 import json
+import math
 
 import torch
 from torch_mlir import ir
@@ -62,11 +63,13 @@ def params(step: CapturedStep, program: dict) -> tuple[dict, dict[str, bytes]]:
     return out, files
 
 
-def artifact_files(module: ir.Module, program: dict, step: CapturedStep, remat: str) -> dict[str, bytes]:
-    """Every file of the artifact but the manifest and the kept IR."""
+def artifact(module: ir.Module, program: dict, step: CapturedStep, remat: str) -> tuple[dict[str, bytes], dict]:
+    """Every file of the artifact but the manifest and the kept IR, and what the manifest says of the
+    program (mesh, parameter count)."""
     param_json, buffers = params(step, program)
     files = {"program.json": json.dumps(program).encode(),
              "program.mlir": module.operation.get_asm(enable_debug_info=True).encode(),  # with model source lines
              "plan.json": json.dumps(plan(module, program, remat)).encode(),
              "params.json": json.dumps(param_json, indent=1).encode(), **buffers}
-    return files
+    n_params = sum(math.prod(p["shape"]) for p in param_json["parameters"].values())
+    return files, {"mesh": program["mesh"], "parameters": n_params}

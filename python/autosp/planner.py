@@ -11,7 +11,6 @@ ZeroRedundancyOptimizer gives a rank of sp x dp). The optimizer's own temporarie
 (foreach AdamW on CUDA: about one more parameter-sized set) are not counted."""
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 import torch.nn as nn
@@ -58,7 +57,7 @@ def predicted_memory(model: nn.Module, batch: int, seq_len: int, sp: int, dp: in
     memory = {}
     for p in policies:
         c = Compilation(batch, seq_len, options(sp, dp, p, None, tile).text(), p, step=step)
-        memory[p] = json.loads(run_stages(step, c, first="import")["plan.json"])["memory"]
+        memory[p] = run_stages(step, c, first="import").plan["memory"]
     return memory
 
 
