@@ -1,5 +1,5 @@
 """The default autosp pipeline, one readable list (like Triton's stage list), as a named pipeline:
-`sp-pipeline{sp=2 dp=1 remat=sac budget=12GiB tile=auto}` runs from autosp-opt like any pass."""
+`sp-pipeline{sp=2 dp=1 remat=sac budget=12GiB tile=auto bucket=25MiB}` runs from autosp-opt like any pass."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -21,6 +21,8 @@ class SpPipeline(PipelinePass):
     budget: Bytes | None = option(None, "per-rank memory budget: remat=auto plans to fit it, the memory plan "
                                         "fails above it", minimum=1)
     tile: str = option("auto", "token chunks for the LM head + loss and the MLPs: auto, N, or 0 (off)")
+    bucket: Bytes = option(25 * 2**20, "the most bytes one packed collective carries; 0: one collective each",
+                           minimum=0)
 
     def validate(self) -> None:
         if self.remat == "auto" and self.budget is None:
@@ -39,5 +41,6 @@ class SpPipeline(PipelinePass):
             *tile,                                               # LM head + loss and MLPs in token chunks
             # @forward / @backward: saved vs recomputed (auto: per value, the least recompute that fits)
             f"sp-plan-remat{{policy={self.remat}" + (f" budget={self.budget}" if self.remat == "auto" else "") + "}",
+            *([f"sp-coalesce-collectives{{bucket={self.bucket}}}"] if self.bucket else []),  # gradient buckets
             "sp-plan-memory" + (f"{{budget={self.budget}}}" if self.budget else ""),   # predicted peak
         ]

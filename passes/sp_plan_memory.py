@@ -27,7 +27,7 @@ from .aten_call import ELEMENT_TYPES
 from .attributes import func_attr
 from .base import Bytes, Pass, PassError, option
 from .ops import A, COLLECTIVE_STAGING, CONSTANT, LIST, STRIDED, VIEWS
-from .torch_ir import body_ops, dtype_str, funcs_of, is_tensor, op_name, shape, strings
+from .torch_ir import body_ops, const_value, dtype_str, funcs_of, is_tensor, op_name, shape, strings
 
 
 
@@ -42,6 +42,15 @@ def _reads(op) -> list[ir.Value]:
         else:
             out.append(x)
     return out
+
+
+def _strided_split(op) -> bool:
+    """A split along a dim with a non-unit dim before it: its pieces are not contiguous."""
+    if op_name(op) not in (A + "split.Tensor", A + "split_with_sizes", A + "unbind.int"):
+        return False
+    x, dim = op.operation.operands[0], op.operation.operands[-1]
+    ok, d = const_value(dim)
+    return not ok or any(n > 1 for n in shape(x)[:d % len(shape(x))])
 
 
 def nbytes(v: ir.Value) -> int:
@@ -116,7 +125,7 @@ class Simulation:
                     size[sid], born[sid] = nbytes(r) if is_tensor(r) else 0, 4 * i
                     live += size[sid]
                 storage[r] = sid
-                if name in STRIDED or (name in VIEWS and x and x[0] in strided and name not in
+                if name in STRIDED or _strided_split(op) or (name in VIEWS and x and x[0] in strided and name not in
                                         (A + "view", A + "_unsafe_view", A + "reshape", A + "clone")):
                     strided.add(r)
                 members[sid] = members.get(sid, 0) + 1

@@ -26,8 +26,8 @@ MAX_DIM = 2 ** 40            # one tensor dimension
 MAX_REGISTERS = 2 ** 31
 MAX_RANKS = 2 ** 20          # sp, dp
 MAX_NESTING = 3              # operand lists in lists ({"l": [{"l": ...}]})
-# No tensor of a program may have more elements than ELEMENT_FACTOR x max(largest declared parameter
-# or buffer, tokens per step x largest declared dimension), see element_limit.
+# No tensor of a program may have more elements than ELEMENT_FACTOR x max(the declared parameters and
+# buffers together, tokens per step x largest declared dimension), see element_limit.
 ELEMENT_FACTOR = 4
 REQUIRED_FILES = ("program.json", "params.json", "plan.json")   # program.mlir is for people: checked if listed
 FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float64")
@@ -294,15 +294,15 @@ def manifest(m: Any, where: Where) -> None:
 
 
 def element_limit(args: list[dict]) -> int:
-    """The most elements a tensor of the program may have: ELEMENT_FACTOR x the larger of the largest
-    declared parameter or buffer (its gradient) and tokens per step x the largest declared dimension
+    """The most elements a tensor of the program may have: ELEMENT_FACTOR x the larger of the declared
+    parameters and buffers together (a bucket of their gradients, packed for one all-reduce) and tokens per step x the largest declared dimension
     (an activation is [tokens, width], width being a hidden, intermediate or vocabulary size, or the
     sequence for a [batch, seq, seq] mask; attention is flash, never [seq, seq] per head)."""
     declared = [a for a in args if a["role"] in ("param", "buffer", "input")]
-    largest = max((math.prod(a["shape"]) for a in declared if a["role"] != "input"), default=1)
+    weights = sum(math.prod(a["shape"]) for a in declared if a["role"] != "input")
     tokens = max((math.prod(a["shape"]) for a in declared if a["role"] == "input"), default=1)
     width = max((d for a in declared for d in a["shape"]), default=1)
-    return ELEMENT_FACTOR * max(largest, tokens * width, 1)
+    return ELEMENT_FACTOR * max(weights, tokens * width, 1)
 
 
 def _registers(operands) -> list[int]:

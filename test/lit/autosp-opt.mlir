@@ -19,6 +19,8 @@
 // LIST-NEXT: sp-plan-remat {{ +}}split the step into @forward/@backward; save or recompute per policy
 // LIST-NEXT:     policy=str (none | full | sac | auto), default sac: what the forward saves for the backward
 // LIST-NEXT:     budget=Bytes, default unset: policy=auto: the per-rank peak the plan must fit (e.g. 12GiB)
+// LIST-NEXT: sp-coalesce-collectives {{ +}}pack adjacent all-reduces / all-to-alls of one kind into one collective (gradient buckets)
+// LIST-NEXT:     bucket=Bytes, default 25MiB: the most bytes one packed collective carries (DDP's default bucket)
 // LIST-NEXT: sp-plan-memory {{ +}}lifetimes and the predicted per-rank peak of one step (sp.memory)
 // LIST-NEXT:     budget=Bytes, default unset: fail when the predicted per-rank peak exceeds it (e.g. 12GiB)
 // LIST-NEXT: sp-pipeline {{ +}}the default pipeline: captured step -> partitioned, tiled @forward/@backward with a memory plan
@@ -27,6 +29,7 @@
 // LIST-NEXT:     remat=str (none | full | sac | auto), default sac: what the forward saves for the backward
 // LIST-NEXT:     budget=Bytes, default unset: per-rank memory budget: remat=auto plans to fit it, the memory plan fails above it
 // LIST-NEXT:     tile=str, default auto: token chunks for the LM head + loss and the MLPs: auto, N, or 0 (off)
+// LIST-NEXT:     bucket=Bytes, default 25MiB: the most bytes one packed collective carries; 0: one collective each
 
 // One dump per pass and per chunk, in pipeline order; the nested cse dumps the func it ran on.
 // MIX:      // -----// IR Dump After sp-raise-attention: sp-raise-attention //----- //

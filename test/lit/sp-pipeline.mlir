@@ -1,9 +1,9 @@
-// sp-pipeline{sp= dp= remat= budget= tile=}: the default pipeline as one named pass, run end to end on
+// sp-pipeline{sp= dp= remat= budget= tile= bucket=}: the default pipeline as one named pass, run end to end on
 // a captured step (Inputs/tiny-llama-step.mlir: `autospc compile py:models:one_layer_llama --seq-len 8
 // --batch 1 --keep-ir`, its ir/1-import.mlir). It is exactly the list of passes it names.
 // RUN: %autosp-opt %S/Inputs/tiny-llama-step.mlir --pass-pipeline='builtin.module(sp-pipeline{sp=2})' > %t.named
 // RUN: FileCheck %s < %t.named
-// RUN: %autosp-opt %S/Inputs/tiny-llama-step.mlir --pass-pipeline='builtin.module(sp-raise-attention,sp-propagate-sequence,sp-partition-sequence{sp=2 dp=1},canonicalize,cse,sp-tile-sequence,sp-plan-remat{policy=sac},sp-plan-memory)' > %t.listed
+// RUN: %autosp-opt %S/Inputs/tiny-llama-step.mlir --pass-pipeline='builtin.module(sp-raise-attention,sp-propagate-sequence,sp-partition-sequence{sp=2 dp=1},canonicalize,cse,sp-tile-sequence,sp-plan-remat{policy=sac},sp-coalesce-collectives{bucket=26214400},sp-plan-memory)' > %t.listed
 // RUN: diff %t.named %t.listed
 // RUN: %autosp-opt %S/Inputs/tiny-llama-step.mlir --pass-pipeline='builtin.module(sp-pipeline{sp=2 remat=auto budget=1GiB tile=0})' | FileCheck %s --check-prefix=AUTO
 // RUN: %autosp-opt %S/Inputs/tiny-llama-step.mlir --pass-pipeline='builtin.module(sp-pipeline{sp=2})' --emit=host-program | FileCheck %s --check-prefix=HOST

@@ -38,14 +38,16 @@ def _losses(log: str) -> list[tuple[int, float]]:
         return [(r["step"], r["loss"]) for r in map(json.loads, f)]
 
 
-@pytest.mark.parametrize("spec,sp", [("builtin:tiny-llama", 1), ("py:models:dropout_model", 2)])
-def test_resume_is_bit_identical(spec, sp, tmp_path):
+@pytest.mark.parametrize("spec,sp,zero", [("builtin:tiny-llama", 1, []), ("py:models:dropout_model", 2, []),
+                                          ("builtin:tiny-llama", 2, ["--zero"])])
+def test_resume_is_bit_identical(spec, sp, zero, tmp_path):
     """4 steps straight (checkpoints every 2) vs the same run resumed from step 2 (new ranks at sp=2);
-    with dropout at sp=2 every rank's generator must be restored."""
+    with dropout at sp=2 every rank's generator must be restored; with --zero the sharded AdamW states
+    are gathered into the checkpoint and sharded again on resume."""
     art = _compile(spec, str(tmp_path / "m.autosp"), sp=sp)
     data = str(tmp_path / "tokens.bin")   # token ids < 64: both models' vocabularies
     np.random.default_rng(0).integers(0, 64, 4000).astype("<u2").tofile(data)
-    common = [art, "--nproc", str(sp), "--steps", "4", "--data", data, "--bin-dtype", "uint16", "--lr", "1e-2"]
+    common = [art, "--nproc", str(sp), "--steps", "4", "--data", data, "--bin-dtype", "uint16", "--lr", "1e-2", *zero]
     ck = str(tmp_path / "ck")
     assert main(["train", *common, "--checkpoint", ck, "--save-every", "2", "--log", str(tmp_path / "a.jsonl")]) == 0
     assert sorted(os.listdir(ck)) == ["latest.json", "step-2", "step-4"]

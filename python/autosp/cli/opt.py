@@ -27,6 +27,14 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _show(value, kind) -> str:
+    """An option's default as one would write it: sizes in MiB when whole."""
+    from autosp.passes.base import Bytes
+    if kind is Bytes and value and value % 2**20 == 0:
+        return f"{value // 2**20}MiB"
+    return str(value)
+
+
 def list_passes(passes: dict) -> str:
     """Every pass with its summary, and each option with its type, default and meaning."""
     import typing
@@ -38,7 +46,7 @@ def list_passes(passes: dict) -> str:
             kind = " | ".join(getattr(t, "__name__", str(t)) for t in (typing.get_args(hints[f.name]) or (hints[f.name],))
                               if t is not type(None))
             choices = f" ({' | '.join(f.metadata['choices'])})" if f.metadata.get("choices") else ""
-            default = "unset" if f.default is None else f.default
+            default = "unset" if f.default is None else _show(f.default, hints[f.name])
             lines.append(f"    {f.name}={kind}{choices}, default {default}: {f.metadata['help']}")
     return "\n".join(lines)
 
