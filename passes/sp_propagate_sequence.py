@@ -322,7 +322,13 @@ class Rules:
         return [idx], {}
 
     def rule_aten_embedding_dense_backward(self, op, x, lay):
-        return [PARTIAL], {}
+        """Each rank scatters its tokens' gradient rows: a partial sum when the tokens are sharded, so
+        the indices must be sharded as the gradient is (learned positions, GPT-2's wpe, are built
+        replicated); a replicated or partial gradient keeps its layout with replicated indices."""
+        grad = self.get(x[0])
+        if grad.kind == "seq":
+            return [PARTIAL], ({1: grad} if self.get(x[1]) != grad else {})
+        return [grad], ({1: REP} if self.get(x[1]) != REP else {})
 
     def rule_aten_nll_loss_forward(self, op, x, lay):
         lt = self.get(x[1])

@@ -258,3 +258,29 @@ func.func @dropout(%emb: !torch.vtensor<[32,16],f32>, %ids: !torch.vtensor<[2,8]
   %g = torch.aten.native_dropout_backward %out, %mask, %scale : !torch.vtensor<[2,8,16],f32>, !torch.vtensor<[2,8,16],i1>, !torch.float -> !torch.vtensor<[2,8,16],f32>
   return %g : !torch.vtensor<[2,8,16],f32>
 }
+// -----
+// Learned positions (GPT-2's wpe): the positions are built replicated and embedded whole; the
+// embedding gradient arrives sharded, so its indices are demanded sharded the same way and each rank
+// scatters its own rows (a partial sum).
+// CHECK-LABEL: func.func @learned_positions
+// CHECK:         torch.aten.embedding %arg0, %{{[0-9]+}}, {{.*}} {sp.layout = ["rep"]}
+// CHECK:         torch.aten.embedding_dense_backward %{{[0-9]+}}, %{{[0-9]+}}, {{.*}} {sp.demand = {"1" = "seq<1>"}, sp.layout = ["partial"]}
+func.func @learned_positions(%wpe: !torch.vtensor<[16,8],f32>, %ids: !torch.vtensor<[2,8],si64>, %tok: !torch.vtensor<[2,8,8],f32>) -> (!torch.vtensor<[2,8,8],f32>, !torch.vtensor<[16,8],f32>) attributes {sp.args = ["param:wpe", "input:input_ids", "input:labels"], sp.results = ["x", "grad:wpe"]} {
+  %int0 = torch.constant.int 0
+  %int8 = torch.constant.int 8
+  %int16 = torch.constant.int 16
+  %int-1 = torch.constant.int -1
+  %false = torch.constant.bool false
+  %none = torch.constant.none
+  %cpu = torch.constant.device "cpu"
+  %pos = torch.aten.arange.start %int0, %int8, %none, %none, %cpu, %false : !torch.int, !torch.int, !torch.none, !torch.none, !torch.Device, !torch.bool -> !torch.vtensor<[8],si64>
+  %pos1 = torch.aten.unsqueeze %pos, %int0 : !torch.vtensor<[8],si64>, !torch.int -> !torch.vtensor<[1,8],si64>
+  %pe = torch.aten.embedding %wpe, %pos1, %int-1, %false, %false : !torch.vtensor<[16,8],f32>, !torch.vtensor<[1,8],si64>, !torch.int, !torch.bool, !torch.bool -> !torch.vtensor<[1,8,8],f32>
+  %int1 = torch.constant.int 1
+  %x = torch.aten.add.Tensor %tok, %pe, %int1 : !torch.vtensor<[2,8,8],f32>, !torch.vtensor<[1,8,8],f32>, !torch.int -> !torch.vtensor<[2,8,8],f32>
+  %bdim = torch.prim.ListConstruct %int0 : (!torch.int) -> !torch.list<int>
+  %true = torch.constant.bool true
+  %g = torch.aten.sum.dim_IntList %x, %bdim, %true, %none : !torch.vtensor<[2,8,8],f32>, !torch.list<int>, !torch.bool, !torch.none -> !torch.vtensor<[1,8,8],f32>
+  %gw = torch.aten.embedding_dense_backward %g, %pos1, %int16, %int-1, %false : !torch.vtensor<[1,8,8],f32>, !torch.vtensor<[1,8],si64>, !torch.int, !torch.int, !torch.bool -> !torch.vtensor<[16,8],f32>
+  return %x, %gw : !torch.vtensor<[2,8,8],f32>, !torch.vtensor<[16,8],f32>
+}

@@ -24,6 +24,9 @@ HF_CONFIGS = {
     "olmo2": dict(_COMMON, model_type="olmo2", architectures=["Olmo2ForCausalLM"], pad_token_id=0),
     "gpt_neox": dict(_COMMON, model_type="gpt_neox", architectures=["GPTNeoXForCausalLM"], rotary_pct=0.5,
                      num_key_value_heads=4),
+    # learned absolute positions (wpe), LayerNorm, GELU, Conv1D projections; no dropout so eager matches
+    "gpt2": dict(model_type="gpt2", architectures=["GPT2LMHeadModel"], vocab_size=96, n_embd=32, n_layer=2, n_head=4,
+                 n_positions=64, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0),
 }
 
 

@@ -33,6 +33,14 @@ def test_other_sdpa_models(model, hf_dir, compile_to):
     _check(verify(compile_to(spec, 2), spec, nproc=2, steps=1), steps=1)
 
 
+@pytest.mark.parametrize("sp", [2, 4])
+def test_learned_positions_gpt2(sp, hf_dir, compile_to):
+    """GPT-2 builds its positions replicated ([1, S]) and embeds them whole: the position embedding's
+    gradient must scatter each rank's own rows only (the indices sharded as the gradient is)."""
+    spec = spec_for("gpt2", hf_dir)
+    _check(verify(compile_to(spec, sp), spec, nproc=sp, steps=2), steps=2)
+
+
 def test_sp2_dp2_matches_ddp(compile_to):
     """world 4 = sp 2 x dp 2: every replica its own batch, gradients averaged as DDP does."""
     reports = verify(compile_to("builtin:tiny-llama", sp=2, dp=2), "builtin:tiny-llama", nproc=4, steps=3)
