@@ -12,7 +12,7 @@
 // TILE: tiny-llama-step.mlir: error: sp-pipeline: tile='x' is not auto, a number of chunks, or 0 (off)
 // ZERO: tiny-llama-step.mlir: error: sp-pipeline: sp=0 is below its minimum 1 (sequence-parallel degree)
 // BYTES: tiny-llama-step.mlir: error: sp-pipeline: budget='lots' is not a size (e.g. 12GiB, 500MB, 1e9)
-// UNKNOWN: tiny-llama-step.mlir: error: sp-pipeline: unknown option 'ranks' (options: budget, dp, remat, sp, tile)
+// UNKNOWN: tiny-llama-step.mlir: error: sp-pipeline: unknown option 'ranks' (options: bucket, budget, dp, remat, sp, tile)
 // UNEVEN: error: sp-partition-sequence: sequence length 8 is not divisible by sp=3: each rank must hold the same number of tokens (try 6 or 9)
 // HEADS: loc("model.layers.0.self_attn"("tiny_llama.py":61:0)): error: sp-partition-sequence: attention has 2 heads, which sp=4 does not divide
 // OVER: error: sp-plan-remat: no remat plan fits the budget 1.0 KiB: the smallest predicted peak is {{.*}} KiB per rank (policy sac)
