@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from .base import Bytes, OptionError, PipelinePass, option
+from .sp_coalesce_collectives import DEFAULT_BUCKET
 from .sp_plan_remat import POLICIES
 
 DEFAULT_REMAT = "sac"
@@ -21,7 +22,7 @@ class SpPipeline(PipelinePass):
     budget: Bytes | None = option(None, "per-rank memory budget: remat=auto plans to fit it, the memory plan "
                                         "fails above it", minimum=1)
     tile: str = option("auto", "token chunks for the LM head + loss and the MLPs: auto, N, or 0 (off)")
-    bucket: Bytes = option(25 * 2**20, "the most bytes one packed collective carries; 0: one collective each",
+    bucket: Bytes = option(DEFAULT_BUCKET, "the most bytes one packed collective carries; 0: one collective each",
                            minimum=0)
 
     def validate(self) -> None:

@@ -10,7 +10,9 @@ them as DDP's gradient buckets do:
 - `sp.all_to_all`s with the same dims and group whose operands differ only along the scatter dim
   (q, k and v, GQA included): each operand viewed as [..., n, c_i / n, ...] at the scatter dim,
   concatenated there, re-sharded once, split back. Chunk j of the packed tensor is every operand's
-  chunk j, so each result is exactly the collective of its own operand.
+  chunk j, so each result is exactly the collective of its own operand. Operands that differ along
+  the gather dim instead (dq against GQA's dk, dv) are concatenated there, and each result is copied
+  out of the peers' pieces.
 
 A run is a maximal sequence of collectives with nothing else between them (constants aside). Inside
 a run, a collective that reads another's result waits for it (a later round); a bucket holds at most
@@ -27,17 +29,13 @@ from torch_mlir import ir
 
 from autosp.dialects.sp import AllReduceOp, AllToAllOp
 from .base import Bytes, Pass, option
-from .ops import CONSTANT, LIST, UNPACK
+from .ops import CONSTANT, UNPACK
 from .sp_plan_memory import nbytes
-from .torch_ir import aten, body_ops, const_int, dtype_str, funcs_of, int_list_value, op_name, shape, with_shape
+from .tiling import Builder
+from .torch_ir import body_ops, dtype_str, funcs_of, op_name, shape, with_shape
 
 COALESCED = ("sp.all_reduce", "sp.all_to_all")
-TENSORS = "!torch.list<vtensor>"
-
-
-def _attrs(op) -> tuple:
-    attrs = op.operation.attributes
-    return tuple(sorted((name, str(attrs[name])) for name in attrs))
+DEFAULT_BUCKET = 25 * 2**20   # DDP's default bucket
 
 
 def _int_attr(op, name: str) -> int:
@@ -46,8 +44,8 @@ def _int_attr(op, name: str) -> int:
 
 def _key(op) -> tuple:
     """Collectives with equal keys can share one buffer."""
-    x = op.operation.operands[0]
-    key = (op_name(op), _attrs(op), dtype_str(x.type))
+    x, attrs = op.operation.operands[0], op.operation.attributes
+    key = (op_name(op), tuple(sorted((a, str(attrs[a])) for a in attrs)), dtype_str(x.type))
     if op_name(op) == "sp.all_to_all":
         s = list(shape(x))
         s[_int_attr(op, "scatter_dim")] = s[_int_attr(op, "gather_dim")] = -1   # the dims operands may differ in
@@ -69,87 +67,79 @@ def _packable(ops: list) -> list[list]:
     return list(by_g.values())
 
 
-def _list(values: list[ir.Value]) -> ir.Value:
-    return ir.Operation.create(LIST, results=[ir.Type.parse(TENSORS)], operands=values).results[0]
+def _resize(sh: list[int], d: int, *sizes: int) -> list[int]:
+    """sh with dim d replaced by `sizes` (one size, or [n, c] to split it)."""
+    return [*sh[:d], *sizes, *sh[d + 1:]]
 
 
-def _view(x: ir.Value, sizes: list[int]) -> ir.Value:
-    if shape(x) == sizes:
-        return x
-    return aten("view", [x, int_list_value(sizes)], [with_shape(x.type, sizes)]).results[0]
+class Packer(Builder):
+    """The packed form of a bucket of collectives, created before the run's end, at the location of
+    the bucket's last collective."""
 
+    def view(self, like, v: ir.Value, sh: list[int]) -> ir.Value:
+        return v if shape(v) == sh else super().view(like, v, sh)
 
-def _split(x: ir.Value, sizes: list[int], dim: int, shapes: list[list[int]]) -> list[ir.Value]:
-    parts = aten("split_with_sizes", [x, int_list_value(sizes), const_int(dim)], [ir.Type.parse(TENSORS)]).results[0]
-    return list(ir.Operation.create(UNPACK, results=[with_shape(x.type, s) for s in shapes], operands=[parts]).results)
+    def split(self, like, v: ir.Value, sizes: list[int], dim: int, shapes: list[list[int]]) -> list[ir.Value]:
+        parts = self.emit(like, "split_with_sizes", [v, self.int_list(like, sizes), self.const(like, dim)],
+                          [ir.Type.parse("!torch.list<vtensor>")]).results[0]
+        with like.location:
+            return list(ir.Operation.create(UNPACK, results=[with_shape(v.type, s) for s in shapes],
+                                            operands=[parts]).results)
 
+    def all_reduce(self, like, xs: list[ir.Value]) -> list[ir.Value]:
+        sizes = [math.prod(shape(x)) for x in xs]
+        flat = self.cat(like, [self.view(like, x, [n]) for x, n in zip(xs, sizes)], 0,
+                        with_shape(xs[0].type, [sum(sizes)]))
+        with like.location:
+            reduced = AllReduceOp(flat, like.attributes["op"], like.attributes["group"], out=flat.type).out
+        return [self.view(like, p, shape(x)) for p, x in zip(self.split(like, reduced, sizes, 0, [[n] for n in sizes]), xs)]
 
-def _cat(xs: list[ir.Value], dim: int, out_shape: list[int]) -> ir.Value:
-    return aten("cat", [_list(xs), const_int(dim)], [with_shape(xs[0].type, out_shape)]).results[0]
+    def all_to_all(self, like, xs: list[ir.Value], outs: list[list[int]]) -> list[ir.Value]:
+        s, g = _int_attr(like, "scatter_dim"), _int_attr(like, "gather_dim")
+        n = shape(xs[0])[s] // outs[0][s]   # the group's size
+        if len({shape(x)[g] for x in xs}) > 1:
+            # along the gather dim (the scatter dims agree): the result holds, per peer, every
+            # operand's piece, [n, sum c_i]; each result is copied out of its pieces
+            sizes = [shape(x)[g] for x in xs]
+            moved = self.move(like, self.cat(like, xs, g, with_shape(xs[0].type, _resize(shape(xs[0]), g, sum(sizes)))), n)
+            per_peer = self.view(like, moved, _resize(shape(moved), g, n, sum(sizes)))
+            parts = self.split(like, per_peer, sizes, g + 1, [_resize(o, g, n, c) for o, c in zip(outs, sizes)])
+            return [self.emit(like, "reshape", [p, self.int_list(like, o)], [with_shape(p.type, o)]).results[0]
+                    for p, o in zip(parts, outs)]
+        # along the scatter dim: chunk j of the packed operand is every operand's chunk j
+        chunks = [shape(x)[s] // n for x in xs]
+        packed = self.cat(like, [self.view(like, x, _resize(shape(x), s, n, c)) for x, c in zip(xs, chunks)], s + 1,
+                          with_shape(xs[0].type, _resize(shape(xs[0]), s, n, sum(chunks))))
+        moved = self.move(like, self.view(like, packed, _resize(shape(xs[0]), s, n * sum(chunks))), n)
+        return self.split(like, moved, chunks, s, outs)
 
-
-def _all_reduce(ops: list) -> list[ir.Value]:
-    first = ops[0].operation
-    xs = [o.operation.operands[0] for o in ops]
-    sizes = [math.prod(shape(x)) for x in xs]
-    flat = _cat([_view(x, [n]) for x, n in zip(xs, sizes)], 0, [sum(sizes)])
-    reduced = AllReduceOp(flat, first.attributes["op"], first.attributes["group"], out=flat.type).out
-    return [_view(p, shape(x)) for p, x in zip(_split(reduced, sizes, 0, [[n] for n in sizes]), xs)]
-
-
-def _all_to_all(ops: list) -> list[ir.Value]:
-    first = ops[0].operation
-    s, g = _int_attr(ops[0], "scatter_dim"), _int_attr(ops[0], "gather_dim")
-    xs = [o.operation.operands[0] for o in ops]
-    outs = [shape(o.operation.results[0]) for o in ops]
-    n = shape(xs[0])[s] // outs[0][s]   # the group's size
-    if len({shape(x)[g] for x in xs}) > 1:
-        # along the gather dim (their scatter dims agree): the result holds, per peer, every operand's piece: [n, sum c_i]
-        sizes = [shape(x)[g] for x in xs]
-        packed = _cat(xs, g, [*shape(xs[0])[:g], sum(sizes), *shape(xs[0])[g + 1:]])
-        moved = _move(first, packed, s, g, n)
-        per_peer = _view(moved, _widen(shape(moved), g, n, sum(sizes)))
-        return [aten("reshape", [p, int_list_value(o)], [with_shape(p.type, o)]).results[0]
-                for p, o in zip(_split(per_peer, sizes, g + 1, [_widen(o, g, n, c) for o, c in zip(outs, sizes)]), outs)]
-    # along the scatter dim: chunk j of the packed operand is every operand's chunk j
-    chunks = [shape(x)[s] // n for x in xs]
-    packed = _cat([_view(x, _widen(shape(x), s, n, c)) for x, c in zip(xs, chunks)], s + 1,
-                  _widen(shape(xs[0]), s, n, sum(chunks)))
-    moved = _move(first, _view(packed, _resize(shape(xs[0]), s, n * sum(chunks))), s, g, n)
-    return _split(moved, chunks, s, outs)
-
-
-def _widen(sh: list[int], d: int, n: int, c: int) -> list[int]:
-    """sh with dim d written as [n, c]."""
-    return [*sh[:d], n, c, *sh[d + 1:]]
-
-
-def _resize(sh: list[int], d: int, size: int) -> list[int]:
-    return [*sh[:d], size, *sh[d + 1:]]
-
-
-def _move(like, x: ir.Value, s: int, g: int, n: int) -> ir.Value:
-    """The all-to-all `like` (its dims and group) of x."""
-    out = _resize(_resize(shape(x), s, shape(x)[s] // n), g, shape(x)[g] * n)
-    return AllToAllOp(x, like.attributes["scatter_dim"], like.attributes["gather_dim"], like.attributes["group"],
-                      out=with_shape(x.type, out)).out
+    @staticmethod
+    def move(like, x: ir.Value, n: int) -> ir.Value:
+        """The all-to-all `like` (its dims and group) of x, over n ranks."""
+        s, g = _int_attr(like, "scatter_dim"), _int_attr(like, "gather_dim")
+        out = _resize(_resize(shape(x), s, shape(x)[s] // n), g, shape(x)[g] * n)
+        with like.location:
+            return AllToAllOp(x, like.attributes["scatter_dim"], like.attributes["gather_dim"],
+                              like.attributes["group"], out=with_shape(x.type, out)).out
 
 
 @dataclass
 class CoalesceCollectives(Pass):
     """pack adjacent all-reduces / all-to-alls of one kind into one collective (gradient buckets)"""
     name: ClassVar[str] = "sp-coalesce-collectives"
-    bucket: Bytes = option(25 * 2**20, "the most bytes one packed collective carries (DDP's default bucket)",
+    bucket: Bytes = option(DEFAULT_BUCKET, "the most bytes one packed collective carries (DDP's default bucket)",
                            minimum=1)
 
     def run(self, module_op) -> None:
         for func in funcs_of(module_op):
+            packer = Packer()   # its constants, made at an earlier run's end, precede the later runs
             for run, anchor in self._runs(func):
                 for group in self._groups(run):
                     if len(group) == 1:
                         group[0].operation.move_before(anchor)
                     else:
-                        self._pack(group, anchor)
+                        self._pack(packer, group, anchor)
+            packer.check()
 
     @staticmethod
     def _runs(func) -> list[tuple[list, ir.Operation]]:
@@ -173,19 +163,25 @@ class CoalesceCollectives(Pass):
         for op in run:
             rounds.append(max((rounds[made[x]] + 1 for x in op.operation.operands if x in made), default=0))
         groups: dict[tuple, list[list]] = {}
+        filled: dict[tuple, int] = {}   # bytes in each group's last bucket
         for op, rnd in zip(run, rounds):
-            buckets = groups.setdefault((rnd, _key(op)), [[]])
-            if buckets[-1] and sum(nbytes(o.operation.operands[0]) for o in buckets[-1]) \
-                    + nbytes(op.operation.operands[0]) > self.bucket:
+            key, size = (rnd, _key(op)), nbytes(op.operation.operands[0])
+            buckets = groups.setdefault(key, [[]])
+            if buckets[-1] and filled[key] + size > self.bucket:
                 buckets.append([])
+                filled[key] = 0
             buckets[-1].append(op)
+            filled[key] = filled.get(key, 0) + size
         return [p for _, bs in sorted(groups.items(), key=lambda kv: kv[0][0]) for b in bs for p in _packable(b)]
 
-    def _pack(self, ops: list, anchor: ir.Operation) -> None:
+    @staticmethod
+    def _pack(packer: Packer, ops: list, anchor: ir.Operation) -> None:
         """One collective for `ops`, placed before `anchor` (after the whole run: earlier rounds are
         placed first, and operands from outside the run precede it)."""
-        with ir.InsertionPoint(anchor), ops[-1].operation.location:
-            new = _all_reduce(ops) if op_name(ops[0]) == "sp.all_reduce" else _all_to_all(ops)
+        like, xs = ops[-1].operation, [o.operation.operands[0] for o in ops]
+        with ir.InsertionPoint(anchor):
+            new = packer.all_reduce(like, xs) if op_name(like) == "sp.all_reduce" else \
+                packer.all_to_all(like, xs, [shape(o.operation.results[0]) for o in ops])
         for op, value in zip(ops, new):
             op.operation.results[0].replace_all_uses_with(value)
         for op in ops:

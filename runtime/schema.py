@@ -295,9 +295,10 @@ def manifest(m: Any, where: Where) -> None:
 
 def element_limit(args: list[dict]) -> int:
     """The most elements a tensor of the program may have: ELEMENT_FACTOR x the larger of the declared
-    parameters and buffers together (a bucket of their gradients, packed for one all-reduce) and tokens per step x the largest declared dimension
-    (an activation is [tokens, width], width being a hidden, intermediate or vocabulary size, or the
-    sequence for a [batch, seq, seq] mask; attention is flash, never [seq, seq] per head)."""
+    parameters and buffers together (a bucket of their gradients, packed for one all-reduce) and
+    tokens per step x the largest declared dimension (an activation is [tokens, width], width being a
+    hidden, intermediate or vocabulary size, or the sequence for a [batch, seq, seq] mask; attention
+    is flash, never [seq, seq] per head)."""
     declared = [a for a in args if a["role"] in ("param", "buffer", "input")]
     weights = sum(math.prod(a["shape"]) for a in declared if a["role"] != "input")
     tokens = max((math.prod(a["shape"]) for a in declared if a["role"] == "input"), default=1)
