@@ -41,7 +41,8 @@ class SpPipeline(PipelinePass):
             "cse",
             *tile,                                               # LM head + loss and MLPs in token chunks
             # @forward / @backward: saved vs recomputed (auto: per value, the least recompute that fits)
-            f"sp-plan-remat{{policy={self.remat}" + (f" budget={self.budget}" if self.remat == "auto" else "") + "}",
+            f"sp-plan-remat{{policy={self.remat}"
+            + (f" budget={self.budget} bucket={self.bucket}" if self.remat == "auto" else "") + "}",
             *([f"sp-coalesce-collectives{{bucket={self.bucket}}}"] if self.bucket else []),  # gradient buckets
             "sp-plan-memory" + (f"{{budget={self.budget}}}" if self.budget else ""),   # predicted peak
         ]

@@ -132,14 +132,19 @@ class CoalesceCollectives(Pass):
 
     def run(self, module_op) -> None:
         for func in funcs_of(module_op):
-            packer = Packer()   # its constants, made at an earlier run's end, precede the later runs
-            for run, anchor in self._runs(func):
-                for group in self._groups(run):
-                    if len(group) == 1:
-                        group[0].operation.move_before(anchor)
-                    else:
-                        self._pack(packer, group, anchor)
-            packer.check()
+            self.coalesce(func)
+
+    def coalesce(self, func) -> None:
+        """One function's runs (sp-plan-remat{policy=auto} coalesces each candidate before it
+        predicts its peak, so the peak it plans for is the one sp-plan-memory finds)."""
+        packer = Packer()   # its constants, made at an earlier run's end, precede the later runs
+        for run, anchor in self._runs(func):
+            for group in self._groups(run):
+                if len(group) == 1:
+                    group[0].operation.move_before(anchor)
+                else:
+                    self._pack(packer, group, anchor)
+        packer.check()
 
     @staticmethod
     def _runs(func) -> list[tuple[list, ir.Operation]]:

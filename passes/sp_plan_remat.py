@@ -29,6 +29,7 @@ from . import sp_plan_remat_auto as auto
 from .attributes import func_attr
 from .base import Bytes, OptionError, Pass, PassError, option
 from .ops import COLLECTIVES, CONSTANT, HALO, LIST, RANDOM
+from .sp_coalesce_collectives import CoalesceCollectives
 from .sp_plan_memory import predict_funcs
 from .torch_ir import body_ops, func_of, is_tensor, location_module, op_name, shape, string_array, strings
 
@@ -220,11 +221,15 @@ def emit(module_op, func, split: Split) -> tuple:
     return fwd, bwd
 
 
-def _auto(module_op, func, limit: int) -> Split:
-    """The budget planner's split; the plans it simulated go on the module as `sp.remat_auto`."""
+def _auto(module_op, func, limit: int, bucket: int) -> Split:
+    """The budget planner's split; the plans it simulated go on the module as `sp.remat_auto`. Each
+    candidate is measured as the pipeline leaves it: coalesced with `bucket` (0: not coalesced)."""
     def measure(split: Split) -> dict:
         fwd, bwd = emit(module_op, func, split)
         try:
+            if bucket:
+                for f in (fwd, bwd):
+                    CoalesceCollectives(bucket=bucket).coalesce(f)
             return predict_funcs(fwd, bwd)
         finally:
             fwd.erase()
@@ -250,6 +255,8 @@ class PlanRemat(Pass):
     name: ClassVar[str] = "sp-plan-remat"
     policy: str = option("sac", "what the forward saves for the backward", choices=POLICIES)
     budget: Bytes | None = option(None, "policy=auto: the per-rank peak the plan must fit (e.g. 12GiB)", minimum=1)
+    bucket: Bytes = option(0, "policy=auto: the bucket of the sp-coalesce-collectives that follows (0: none), "
+                              "so each candidate's peak is the final one", minimum=0)
 
     def validate(self) -> None:
         if self.policy == "auto" and self.budget is None:
@@ -257,6 +264,6 @@ class PlanRemat(Pass):
 
     def run(self, module_op) -> None:
         func = func_of(module_op)
-        split = _auto(module_op, func, self.budget) if self.policy == "auto" else Split(func, self.policy)
+        split = _auto(module_op, func, self.budget, self.bucket) if self.policy == "auto" else Split(func, self.policy)
         emit(module_op, func, split)
         func.erase()

@@ -19,6 +19,7 @@
 // LIST-NEXT: sp-plan-remat {{ +}}split the step into @forward/@backward; save or recompute per policy
 // LIST-NEXT:     policy=str (none | full | sac | auto), default sac: what the forward saves for the backward
 // LIST-NEXT:     budget=Bytes, default unset: policy=auto: the per-rank peak the plan must fit (e.g. 12GiB)
+// LIST-NEXT:     bucket=Bytes, default 0: policy=auto: the bucket of the sp-coalesce-collectives that follows (0: none), so each candidate's peak is the final one
 // LIST-NEXT: sp-coalesce-collectives {{ +}}pack adjacent all-reduces / all-to-alls of one kind into one collective (gradient buckets)
 // LIST-NEXT:     bucket=Bytes, default 25MiB: the most bytes one packed collective carries (DDP's default bucket)
 // LIST-NEXT: sp-plan-memory {{ +}}lifetimes and the predicted per-rank peak of one step (sp.memory)

@@ -32,7 +32,9 @@ def art(tmp_path_factory):
 def test_inspect(art):
     r = run("autospc", "inspect", art)
     assert "sp=2 x dp=1" in r.stdout and "106,816 parameters" in r.stdout
-    assert re.search(r"sp\.all_to_all\s+x16\s+[\d.]+ KiB", r.stdout), r.stdout
+    # q/k/v and dq/dk,dv re-shards packed (sp-coalesce-collectives): 4 per layer, 2 layers
+    assert re.search(r"sp\.all_to_all\s+x8\s+[\d.]+ KiB", r.stdout), r.stdout
+    assert re.search(r"sp\.all_reduce\s+x2\s+[\d.]+ KiB", r.stdout), r.stdout
     assert re.search(r"sp\.halo\s+x1", r.stdout) and "sp-partition-sequence{sp=2 dp=1}" in r.stdout
     # the plan: saved, recomputed, tiled (32 local tokens; head V=256 in 2 chunks, MLPs F=128 in 4)
     assert re.search(r"remat\s+sac: the forward saves \d+ tensors, [\d.]+ KiB per rank for the backward; "
