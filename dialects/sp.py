@@ -120,16 +120,63 @@ class AttentionGradOp(SP.Operation, name="attention_grad", traits=[Pure]):
     dv: Result[Any]
 
     def verify_invariants(self) -> bool:
-        if not _arity(self, 6, 3):
+        return _verify_attention_grad(self)
+
+
+class RingAttentionOp(SP.Operation, name="ring_attention", traits=[Pure]):
+    """sp.attention over a sequence sharded across `group`: q, k, v are this rank's block of
+    [B, H, S, D] (contiguous, in rank order); the K/V blocks travel around the ring at KV-head
+    width and each block's output is merged by its softmax statistics. `lse` [B, H, S/P] (fp32)
+    is exact, for the backward."""
+    q: Operand[Any]
+    k: Operand[Any]
+    v: Operand[Any]
+    causal: ir.IntegerAttr   # i1
+    scale: ir.FloatAttr
+    kv_groups: ir.IntegerAttr
+    group: ir.StringAttr
+    out: Result[Any]
+    lse: Result[Any]
+
+    def verify_invariants(self) -> bool:
+        if not _arity(self, 3, 2):
             return True
         ops = self.operation.operands
-        if not _verify_attention(self, ops[1], ops[2], ops[3]):
-            return False
-        for grad, primal in zip(self.operation.results, (ops[1], ops[2], ops[3])):
-            gs, ps = vtensor_shape(grad.type), vtensor_shape(primal.type)
-            if gs is not None and ps is not None and gs != ps:
-                return _fail(self, f"gradient shape {gs} differs from its operand's shape {ps}")
+        return _check_group(self) and _verify_attention(self, ops[0], ops[1], ops[2])
+
+
+class RingAttentionGradOp(SP.Operation, name="ring_attention_grad", traits=[Pure]):
+    """Gradient of sp.ring_attention: (dout, q, k, v, out, lse) -> (dq, dk, dv), each rank's block;
+    dk / dv accumulate as they travel the ring back to the rank that holds their block."""
+    dout: Operand[Any]
+    q: Operand[Any]
+    k: Operand[Any]
+    v: Operand[Any]
+    out: Operand[Any]
+    lse: Operand[Any]
+    causal: ir.IntegerAttr
+    scale: ir.FloatAttr
+    kv_groups: ir.IntegerAttr
+    group: ir.StringAttr
+    dq: Result[Any]
+    dk: Result[Any]
+    dv: Result[Any]
+
+    def verify_invariants(self) -> bool:
+        return _check_group(self) and _verify_attention_grad(self)
+
+
+def _verify_attention_grad(op) -> bool:
+    if not _arity(op, 6, 3):
         return True
+    ops = op.operation.operands
+    if not _verify_attention(op, ops[1], ops[2], ops[3]):
+        return False
+    for grad, primal in zip(op.operation.results, (ops[1], ops[2], ops[3])):
+        gs, ps = vtensor_shape(grad.type), vtensor_shape(primal.type)
+        if gs is not None and ps is not None and gs != ps:
+            return _fail(op, f"gradient shape {gs} differs from its operand's shape {ps}")
+    return True
 
 
 def _verify_attention(op, q: ir.Value, k: ir.Value, v: ir.Value) -> bool:

@@ -50,6 +50,9 @@ NO_EFFECT = {A + "_assert_tensor_metadata"}
 
 # collectives over a group of ranks: never recomputed, identities over a group of one
 COLLECTIVES = {"sp.all_to_all", "sp.all_reduce", "sp.all_gather", "sp.reduce_scatter"}
+# attention over a sequence sharded across the group: K/V blocks travel around the ranks
+RING_ATTENTION, RING_ATTENTION_GRAD = "sp.ring_attention", "sp.ring_attention_grad"
+ATTENTION = {"sp.attention", RING_ATTENTION}   # forward attention, whatever its sharding
 SHARD_SLICE = "sp.shard_slice"   # this rank's slice of a replicated value
 HALO = "sp.halo"                 # neighbour exchange: still shifts in the fill value on one rank
 # temporary buffers a collective needs beside its output, in multiples of the output's bytes

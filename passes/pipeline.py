@@ -1,5 +1,5 @@
 """The default autosp pipeline, one readable list (like Triton's stage list), as a named pipeline:
-`sp-pipeline{sp=2 dp=1 remat=sac budget=12GiB tile=auto bucket=25MiB}` runs from autosp-opt like any pass."""
+`sp-pipeline{sp=2 dp=1 attention=auto remat=sac budget=12GiB tile=auto bucket=25MiB}` runs from autosp-opt like any pass."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -7,6 +7,7 @@ from typing import ClassVar
 
 from .base import Bytes, OptionError, PipelinePass, option
 from .sp_coalesce_collectives import DEFAULT_BUCKET
+from .sp_partition_sequence import ATTENTION
 from .sp_plan_remat import POLICIES
 
 DEFAULT_REMAT = "sac"
@@ -18,6 +19,8 @@ class SpPipeline(PipelinePass):
     name: ClassVar[str] = "sp-pipeline"
     sp: int = option(1, "sequence-parallel degree", minimum=1)
     dp: int = option(1, "data-parallel degree (world = sp x dp)", minimum=1)
+    attention: str = option("auto", "ulysses, ring, or auto: ulysses where sp divides the heads, ring elsewhere",
+                            choices=ATTENTION)
     remat: str = option(DEFAULT_REMAT, "what the forward saves for the backward", choices=POLICIES)
     budget: Bytes | None = option(None, "per-rank memory budget: remat=auto plans to fit it, the memory plan "
                                         "fails above it", minimum=1)
@@ -36,7 +39,8 @@ class SpPipeline(PipelinePass):
         return [
             "sp-raise-attention",                                # captured attention -> sp.attention(_grad)
             "sp-propagate-sequence",                             # layouts: rep / partial / seq<d>
-            f"sp-partition-sequence{{sp={self.sp} dp={self.dp}}}",  # local shapes + collectives
+            f"sp-partition-sequence{{sp={self.sp} dp={self.dp} attention={self.attention}}}",  # local shapes +
+                                                                 # collectives
             "canonicalize",
             "cse",
             *tile,                                               # LM head + loss and MLPs in token chunks

@@ -17,15 +17,17 @@ from typing import ClassVar
 from torch_mlir import ir
 
 from autosp.dialects.sp import AllGatherOp, AllReduceOp, AllToAllOp, AttentionGradOp, AttentionOp, HaloOp, \
-    ShardSliceOp
+    RingAttentionGradOp, RingAttentionOp, ShardSliceOp
 from .aten_call import meta_shapes
 from .attributes import func_attr
 from .base import Pass, PassError, option
-from .layouts import REP, Layout, local_shape
+from .layouts import REP, Layout, local_shape, seq
 from .ops import A, COLLECTIVES, IDENTITY, NO_EFFECT, RESHAPE, SHARD_SLICE
 from .sp_propagate_sequence import INT64_MAX
 from .torch_ir import (I64, aten, body_ops, const_bool, const_float, const_int, const_none, const_value, func_of,
-                       int_list_value, is_tensor, op_name, shape, strings, with_shape)
+                       int_list_value, is_tensor, op_name, shape, strings, vtensor, with_shape)
+
+ATTENTION = ("auto", "ulysses", "ring")
 
 
 
@@ -38,8 +40,8 @@ def _str(s: str) -> ir.StringAttr:
 
 
 class Partitioner:
-    def __init__(self, func, p: int, dp: int):
-        self.func, self.p, self.dp = func, p, dp
+    def __init__(self, func, p: int, dp: int, attention: str = "auto"):
+        self.func, self.p, self.dp, self.attention = func, p, dp, attention
         self.seq_len = ir.IntegerAttr(func_attr(func, "sp.seq_len")).value
         self.layout: dict[ir.Value, Layout] = {}
         self.converted: dict[tuple[ir.Value, str], ir.Value] = {}
@@ -128,6 +130,10 @@ class Partitioner:
         if "sp.layout" not in attrs:
             return
         lays = [Layout.parse(s) for s in strings(attrs["sp.layout"])]
+        if any(l.kind == "heads" for l in lays) and self.layout.get(op.operation.operands[0], REP).kind == "seq":
+            # softmax statistics on their way to the attention backward: head-sharded between Ulysses
+            # all-to-alls, still sequence-sharded after ring attention
+            lays = [self.layout[op.operation.operands[0]] if l.kind == "heads" else l for l in lays]
         if "sp.demand" in attrs:
             for key, want in _dict_items(attrs["sp.demand"]):
                 i = int(key)
@@ -218,12 +224,20 @@ class Partitioner:
         groups = ir.IntegerAttr(a["kv_groups"]).value if self.kv_path[kv_head] == "a2a" else 1
         return a["causal"], a["scale"], _i64(groups)
 
+    def ring(self, op, q_heads: int) -> bool:
+        """Whether this attention runs as ring attention: asked for, or (auto) when Ulysses cannot
+        split the heads across the ranks."""
+        if self.attention == "ulysses" and q_heads % self.p:
+            raise PassError(f"attention has {q_heads} heads, which sp={self.p} does not divide (Ulysses splits "
+                            "heads across ranks; attention=ring or auto passes K/V blocks around the ranks "
+                            "instead)", op.location)
+        return self.attention == "ring" or self.attention == "auto" and q_heads % self.p != 0
+
     def on_attention(self, op, lays) -> None:
         q, k, v = op.operation.operands
         hq = shape(q)[1]
-        if hq % self.p:
-            raise PassError(f"attention has {hq} heads, which sp={self.p} does not divide (Ulysses splits "
-                            "heads across ranks)", op.location)
+        if self.ring(op, hq):
+            return self.on_ring_attention(op, lays)
         qh, kh, vh = self.heads_of(op, q, False, hq), self.heads_of(op, k, True, hq), self.heads_of(op, v, True, hq)
         out_t, lse_t = (r.type for r in op.operation.results)
         b, _, s, d = shape(qh)
@@ -237,10 +251,32 @@ class Partitioner:
         self.replace(op.operation.results[1], new.lse, Layout("heads", 1))
         op.operation.erase()
 
+    def on_ring_attention(self, op, lays) -> None:
+        """q, k, v stay sequence-sharded: the K/V blocks travel, at KV-head width."""
+        q, k, v = op.operation.operands
+        b, h, s, _ = shape(q)
+        a = op.operation.attributes
+        with ir.InsertionPoint(op), op.location:
+            new = RingAttentionOp(q, k, v, a["causal"], a["scale"], a["kv_groups"], _str("sp"),
+                                  out=with_shape(op.operation.results[0].type, [b, h, s, shape(v)[3]]),
+                                  lse=vtensor([b, h, s], "f32"))
+        self.replace(op.operation.results[0], new.out, lays[0])
+        self.replace(op.operation.results[1], new.lse, seq(2))
+        op.operation.erase()
+
     def on_attention_grad(self, op, lays) -> None:
         dout, q, k, v, out, lse = op.operation.operands
         hq = shape(q)[1]
         hk = shape(k)[1]
+        if self.ring(op, hq):
+            a = op.operation.attributes
+            with ir.InsertionPoint(op), op.location:
+                new = RingAttentionGradOp(dout, q, k, v, out, lse, a["causal"], a["scale"], a["kv_groups"],
+                                          _str("sp"), dq=q.type, dk=k.type, dv=v.type)
+            for old, g in zip(op.operation.results, (new.dq, new.dk, new.dv)):
+                self.replace(old, g, lays[0])
+            op.operation.erase()
+            return
         qh, kh, vh = self.heads_of(op, q, False, hq), self.heads_of(op, k, True, hq), self.heads_of(op, v, True, hq)
         outh, douth = self.heads_of(op, out, False, hq), self.heads_of(op, dout, False, hq)
         with ir.InsertionPoint(op), op.location:
@@ -340,10 +376,13 @@ class PartitionSequence(Pass):
     name: ClassVar[str] = "sp-partition-sequence"
     sp: int = option(1, "sequence-parallel degree: the ranks that share one sequence", minimum=1)
     dp: int = option(1, "data-parallel degree: replicas with their own batches (world = sp x dp)", minimum=1)
+    attention: str = option("auto", "ulysses (heads split by all-to-alls), ring (K/V blocks passed around the "
+                                    "ranks), or auto: ulysses where sp divides the heads, ring elsewhere",
+                            choices=ATTENTION)
 
     def run(self, module_op) -> None:
         func = func_of(module_op)
-        Partitioner(func, self.sp, self.dp).run()
+        Partitioner(func, self.sp, self.dp, self.attention).run()
         i64 = ir.IntegerType.get_signless(64)
         module_op.attributes["sp.mesh"] = ir.DictAttr.get({"sp": ir.IntegerAttr.get(i64, self.sp),
                                                           "dp": ir.IntegerAttr.get(i64, self.dp)})

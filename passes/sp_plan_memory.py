@@ -26,7 +26,7 @@ from autosp.units import human
 from .aten_call import ELEMENT_TYPES
 from .attributes import func_attr
 from .base import Bytes, Pass, PassError, option
-from .ops import A, COLLECTIVE_STAGING, CONSTANT, LIST, STRIDED, VIEWS
+from .ops import A, COLLECTIVE_STAGING, CONSTANT, LIST, RING_ATTENTION, RING_ATTENTION_GRAD, STRIDED, VIEWS
 from .torch_ir import body_ops, const_value, dtype_str, funcs_of, is_tensor, op_name, shape, strings
 
 
@@ -55,6 +55,21 @@ def _strided_split(op) -> bool:
 
 def nbytes(v: ir.Value) -> int:
     return math.prod(shape(v)) * ELEMENT_TYPES[dtype_str(v.type)].itemsize if is_tensor(v) else 0
+
+
+def _staging(op, name: str) -> int:
+    """Bytes a collective holds beside its operands and results while it runs."""
+    if name in (RING_ATTENTION, RING_ATTENTION_GRAD):
+        x = list(op.operation.operands)
+        q, k, v = x[:3] if name == RING_ATTENTION else x[1:4]
+        kv = nbytes(k) + nbytes(v)
+        f32 = 4 * math.prod(shape(q))   # an fp32 tensor of q's elements (out has q's shape)
+        if name == RING_ATTENTION:   # the arriving K/V block, the fp32 output, a block's output, its merge
+            return 2 * kv + 4 * f32
+        kv32 = 4 * (math.prod(shape(k)) + math.prod(shape(v)))
+        # arriving K/V, fp32 dq, the travelling fp32 dk/dv (held, summed, arriving), a block's grads
+        return 2 * kv + f32 + 3 * kv32 + nbytes(q) + kv
+    return COLLECTIVE_STAGING.get(name, 0) * sum(nbytes(r) for r in op.operation.results)
 
 
 class Simulation:
@@ -115,7 +130,7 @@ class Simulation:
             if name == "func.return":
                 break
             x = list(op.operation.operands)
-            staging = COLLECTIVE_STAGING.get(name, 0) * sum(nbytes(r) for r in op.operation.results)
+            staging = _staging(op, name)
             for r in op.operation.results:
                 if name in VIEWS and x and x[0] in storage and not (name in (A + "view", A + "_unsafe_view",
                                                                              A + "reshape") and x[0] in strided):

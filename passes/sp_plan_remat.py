@@ -28,13 +28,13 @@ from torch_mlir.dialects import func as func_d
 from . import sp_plan_remat_auto as auto
 from .attributes import func_attr
 from .base import Bytes, OptionError, Pass, PassError, option
-from .ops import COLLECTIVES, CONSTANT, HALO, LIST, RANDOM
+from .ops import ATTENTION, COLLECTIVES, CONSTANT, HALO, LIST, RANDOM, RING_ATTENTION
 from .sp_coalesce_collectives import CoalesceCollectives
 from .sp_plan_memory import predict_funcs
 from .torch_ir import body_ops, func_of, is_tensor, location_module, op_name, shape, string_array, strings
 
 POLICIES = ("none", "full", "sac", "auto")
-_NEVER_RECOMPUTE = COLLECTIVES | {HALO} | RANDOM
+_NEVER_RECOMPUTE = COLLECTIVES | {HALO, RING_ATTENTION} | RANDOM
 _LAYER = re.compile(r"^(.*?\.\d+)(?:\.|$)")
 
 
@@ -107,7 +107,7 @@ class Split:
         if self.policy == "none" or self.mandatory(v):
             return True
         if self.policy == "sac":
-            return op_name(_owner(v)) == "sp.attention"
+            return op_name(_owner(v)) in ATTENTION
         return v in self.extra
 
     def backward(self) -> list:

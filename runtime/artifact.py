@@ -55,7 +55,7 @@ ALLOWED_ATEN = frozenset(f"aten.{n}" for n in """
     native_layer_norm.default native_layer_norm_backward.default
     native_dropout.default native_dropout_backward.default
 """.split()) | {"prims.convert_element_type.default"}
-SP_OPS = frozenset({"sp.attention", "sp.attention_grad", "sp.all_to_all", "sp.all_reduce", "sp.all_gather",
+SP_OPS = frozenset({"sp.attention", "sp.attention_grad", "sp.ring_attention", "sp.ring_attention_grad", "sp.all_to_all", "sp.all_reduce", "sp.all_gather",
                     "sp.reduce_scatter", "sp.shard_slice", "sp.halo", "prim.unpack"})
 
 

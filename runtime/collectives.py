@@ -21,6 +21,7 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 
+from . import ring_attention
 from .artifact import DTYPES, ArtifactError
 
 DEFAULT_TIMEOUT_S = 300.0   # minutes, not gloo's 30: a stalled peer is an error, not a silent hang
@@ -80,10 +81,10 @@ class Mesh:
         return {"sp": self.rank % self.sp, "dp": self.rank // self.sp, "world": self.rank}[group]
 
     # ------------------------------------------------------------------ failing together
-    def _call(self, what: str, group: str, fn, *args, **kwargs) -> None:
+    def _call(self, what: str, group: str, fn, *args, **kwargs):
         """One torch.distributed call; a timeout or a lost peer becomes a one-line CollectiveError."""
         try:
-            fn(*args, group=self.groups[group], **kwargs)
+            return fn(*args, group=self.groups[group], **kwargs)
         except RuntimeError as e:
             peers = [r for r in self.members[group] if r != self.rank]
             cause = str(e).strip().split("\n")[0].rpartition("] ")[2]
@@ -117,8 +118,9 @@ class Mesh:
                 declared[out] = (shape, dtype)
         for inst in program["instructions"][failed_at + 1:]:
             if inst["op"] in COLLECTIVES:
-                shape, dtype = declared[inst["args"][0]["r"]]
-                COLLECTIVES[inst["op"]](self, torch.zeros(shape, dtype=DTYPES[dtype], device=device), inst["attrs"])
+                zeros = [torch.zeros(declared[a["r"]][0], dtype=DTYPES[declared[a["r"]][1]], device=device)
+                         for a in inst["args"]]
+                COLLECTIVES[inst["op"]](self, inst["attrs"], *zeros)
         self.agree(where, device, failed=True)
 
     # ------------------------------------------------------------------ sp ops
@@ -156,6 +158,24 @@ class Mesh:
         block = x.shape[dim] // self.size(group)
         return x.narrow(dim, self.index(group) * block, block).contiguous()
 
+    def ring_pass(self, xs: list[torch.Tensor], what: str, group: str) -> Callable[[], list[torch.Tensor]]:
+        """Start sending xs to the next rank of the group (in index order, wrapping) and receiving the
+        previous rank's tensors of the same shapes; the returned wait() gives the received ones."""
+        members, i = self.members[group], self.index(group)
+        nxt, prev = members[(i + 1) % len(members)], members[(i - 1) % len(members)]
+        sends = [x.contiguous() for x in xs]
+        recvs = [torch.empty_like(x) for x in sends]
+
+        def start(group):
+            return dist.batch_isend_irecv([*(dist.P2POp(dist.isend, x, nxt, group) for x in sends),
+                                           *(dist.P2POp(dist.irecv, x, prev, group) for x in recvs)])
+        requests = self._call(what, group, start)
+
+        def wait() -> list[torch.Tensor]:
+            self._call(what, group, lambda group: [r.wait() for r in requests])
+            return recvs
+        return wait
+
     def halo(self, x: torch.Tensor, dim: int, width: int, fill: float, group: str) -> torch.Tensor:
         """out = x shifted left by `width` along dim across the group's shards; the end is `fill`."""
         n = self.size(group)
@@ -170,11 +190,13 @@ class Mesh:
         return torch.cat([x.narrow(dim, width, x.shape[dim] - width), nxt], dim)
 
 
-# the sp collectives by op name, as the executor calls them: (mesh, input, attrs) -> output
+# the sp collectives by op name, as the executor calls them: (mesh, attrs, *inputs) -> output(s)
 COLLECTIVES = {
-    "sp.all_to_all": lambda m, x, a: m.all_to_all(x, a["scatter_dim"], a["gather_dim"], a["group"]),
-    "sp.all_reduce": lambda m, x, a: m.all_reduce(x, a["op"], a["group"]),
-    "sp.all_gather": lambda m, x, a: m.all_gather(x, a["dim"], a["group"]),
-    "sp.reduce_scatter": lambda m, x, a: m.reduce_scatter(x, a["dim"], a["group"]),
-    "sp.halo": lambda m, x, a: m.halo(x, a["dim"], a["width"], a["fill"], a["group"]),
+    "sp.all_to_all": lambda m, a, x: m.all_to_all(x, a["scatter_dim"], a["gather_dim"], a["group"]),
+    "sp.all_reduce": lambda m, a, x: m.all_reduce(x, a["op"], a["group"]),
+    "sp.all_gather": lambda m, a, x: m.all_gather(x, a["dim"], a["group"]),
+    "sp.reduce_scatter": lambda m, a, x: m.reduce_scatter(x, a["dim"], a["group"]),
+    "sp.halo": lambda m, a, x: m.halo(x, a["dim"], a["width"], a["fill"], a["group"]),
+    "sp.ring_attention": lambda m, a, *x: ring_attention.forward(m, *x, **a),
+    "sp.ring_attention_grad": lambda m, a, *x: ring_attention.backward(m, *x, **a),
 }

@@ -85,7 +85,7 @@ class Program:
             return lambda *x: kernels.attention_grad(*x, attrs["causal"], attrs["scale"], attrs["kv_groups"])
         if op in COLLECTIVES:
             collective = COLLECTIVES[op]
-            return lambda x: collective(mesh, x, attrs)
+            return lambda *x: collective(mesh, attrs, *x)
         if op == "sp.shard_slice":
             return lambda x: mesh.shard_slice(x, attrs["dim"], attrs["group"])
         if op == "prim.unpack":

@@ -257,6 +257,10 @@ PLAN_FILE = Obj({}, {"remat": Str(), "memory": Map(Num()), "timeline": Map(List(
 SP_SIGNATURES: dict[str, tuple[int, int | None, Check | None]] = {
     "sp.attention": (3, 2, Obj({"causal": Bool, "scale": Num(0), "kv_groups": Int(1, 1 << 16)})),
     "sp.attention_grad": (6, 3, Obj({"causal": Bool, "scale": Num(0), "kv_groups": Int(1, 1 << 16)})),
+    "sp.ring_attention": (3, 2, Obj({"causal": Bool, "scale": Num(0), "kv_groups": Int(1, 1 << 16),
+                                     "group": Str(choices=GROUPS)})),
+    "sp.ring_attention_grad": (6, 3, Obj({"causal": Bool, "scale": Num(0), "kv_groups": Int(1, 1 << 16),
+                                          "group": Str(choices=GROUPS)})),
     "sp.all_to_all": (1, 1, Obj({"scatter_dim": Int(-16, 15), "gather_dim": Int(-16, 15),
                                  "group": Str(choices=GROUPS)})),
     "sp.all_reduce": (1, 1, Obj({"op": Str(choices=("sum", "max", "avg")), "group": Str(choices=GROUPS)})),

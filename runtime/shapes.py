@@ -107,11 +107,13 @@ def sp(op: str, attrs: dict, xs: list, mesh: Mesh) -> list[Spec]:
         if not isinstance(xs[0], (list, tuple)):
             raise ShapeError(f"operand is {type(xs[0]).__name__}, not a list")
         return [(list(t.shape), t.dtype) if isinstance(t, torch.Tensor) else None for t in xs[0]]
-    if op == "sp.attention":
+    if op in ("sp.attention", "sp.ring_attention"):
         q, k, v = _tensors(xs, ("q", "k", "v"), 4)
         _attention(q, k, v, attrs["kv_groups"])
-        return [([*q.shape[:3], v.shape[3]], q.dtype), BACKEND]
-    if op == "sp.attention_grad":
+        # ring attention merges the blocks' statistics itself: exact, fp32
+        lse = BACKEND if op == "sp.attention" else (list(q.shape[:3]), torch.float32)
+        return [([*q.shape[:3], v.shape[3]], q.dtype), lse]
+    if op in ("sp.attention_grad", "sp.ring_attention_grad"):
         dout, q, k, v, out, lse = _tensors(xs, ("dout", "q", "k", "v", "out", "state"))
         _tensors(xs[:5], ("dout", "q", "k", "v", "out"), 4)
         _attention(q, k, v, attrs["kv_groups"])

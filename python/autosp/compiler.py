@@ -180,7 +180,8 @@ def run_stages(value, c: Compilation, first: str = "capture") -> CompiledArtifac
     return value
 
 
-def options(sp: int, dp: int, remat: str, memory_budget: int | str | None, tile: int | str | None):
+def options(sp: int, dp: int, remat: str, memory_budget: int | str | None, tile: int | str | None,
+            attention: str = "auto"):
     """The sp stage's named pipeline, its options validated before anything runs."""
     from autosp.passes import OptionError, SpPipeline
     from autosp.units import parse_bytes
@@ -191,7 +192,7 @@ def options(sp: int, dp: int, remat: str, memory_budget: int | str | None, tile:
     except ValueError as e:
         raise CompileError(f"memory_budget: {e}") from None
     try:
-        return SpPipeline(sp=sp, dp=dp, remat=remat, budget=budget, tile=str(tile or 0))
+        return SpPipeline(sp=sp, dp=dp, attention=attention, remat=remat, budget=budget, tile=str(tile or 0))
     except OptionError as e:
         raise CompileError(str(e).removeprefix("sp-pipeline: ")) from None
 
@@ -199,7 +200,7 @@ def options(sp: int, dp: int, remat: str, memory_budget: int | str | None, tile:
 def compile(model: nn.Module, example_inputs: tuple[torch.Tensor, torch.Tensor], sp: int = 1, dp: int = 1,
             remat: str = "sac", memory_budget: int | str | None = None, pipeline: str | None = None,
             tile: int | str | None = "auto", model_name: str | None = None, precision: str = "fp32",
-            keep_ir: bool = False) -> CompiledArtifact:
+            keep_ir: bool = False, attention: str = "auto") -> CompiledArtifact:
     """Compile one training step of `model` for sp-way sequence parallelism (x dp data parallel).
 
     example_inputs = (input_ids, labels), both [batch, seq]; only their shapes are used, and the model
@@ -214,7 +215,11 @@ def compile(model: nn.Module, example_inputs: tuple[torch.Tensor, torch.Tensor],
     precision: "fp32" (default), "bf16" or "fp16": the step runs as under torch.autocast (CPU rules,
     frontend/capture.py) on the model's parameters as they are: fp32 parameters give mixed precision
     with fp32 master weights and gradients, bf16 parameters a pure bf16 step.
-    keep_ir: keep every stage's IR in the artifact (ir/<n>-<stage>.*)."""
+    keep_ir: keep every stage's IR in the artifact (ir/<n>-<stage>.*).
+    attention: how attention is sharded: "ulysses" (all-to-alls split the heads across the ranks; sp
+    must divide the heads), "ring" (each rank keeps its block of the sequence and the K/V blocks
+    travel around the ranks, at KV-head width: any sp for any head count), or "auto" (default):
+    ulysses where sp divides the heads, ring elsewhere."""
     from autosp.passes import expand
     from autosp.passes.sp_partition_sequence import indivisible
 
@@ -223,13 +228,13 @@ def compile(model: nn.Module, example_inputs: tuple[torch.Tensor, torch.Tensor],
         raise CompileError(f"example_inputs must be (input_ids, labels) of one shape [batch, seq], got "
                            f"{list(input_ids.shape)} and {list(labels.shape)}")
     batch, seq_len = input_ids.shape
-    named = options(sp, dp, remat, memory_budget, tile)
+    named = options(sp, dp, remat, memory_budget, tile, attention)
     if indivisible(seq_len, sp):   # before the capture, the slow stage
         raise CompileError(indivisible(seq_len, sp))
     c = Compilation(batch, seq_len, pipeline or named.text(), remat, precision, keep_ir)
     art = run_stages(model, c)
     art.meta = {"compiler": f"autosp {__version__}", "model": model_name or type(model).__name__, **art.meta,
-                "remat": remat, "precision": precision, "batch": batch, "seq_len": seq_len, "targets": ["host"],
+                "remat": remat, "attention": attention, "precision": precision, "batch": batch, "seq_len": seq_len, "targets": ["host"],
                 "stages": [name for name, *_ in STAGES], "pipeline": c.pipeline,
                 "passes": [element for element, _ in expand(c.pipeline)]}
     return art

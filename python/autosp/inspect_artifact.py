@@ -8,7 +8,8 @@ from collections import defaultdict
 from autosp.runtime.artifact import DTYPES, Artifact
 from autosp.units import human
 
-COLLECTIVES = ("sp.all_to_all", "sp.all_reduce", "sp.all_gather", "sp.reduce_scatter", "sp.halo")
+COLLECTIVES = ("sp.all_to_all", "sp.all_reduce", "sp.all_gather", "sp.reduce_scatter", "sp.halo",
+               "sp.ring_attention", "sp.ring_attention_grad")
 
 
 def _bytes(shape: list[int], dtype: str) -> int:
@@ -37,7 +38,13 @@ def _count(program: dict, mesh: dict, out: dict) -> None:
         n = sizes[inst["attrs"]["group"]]
         shape, dtype = shapes[inst["args"][0]["r"]]
         b = _bytes(shape, dtype)
-        if inst["op"] == "sp.all_reduce":
+        if inst["op"].startswith("sp.ring_attention"):
+            kv = [shapes[a["r"]] for a in inst["args"][1:3] if inst["op"] == "sp.ring_attention"] or \
+                [shapes[a["r"]] for a in inst["args"][2:4]]
+            sent = (n - 1) * sum(_bytes(s, d) for s, d in kv)   # each K/V block on n - 1 hops
+            if inst["op"] == "sp.ring_attention_grad":             # and its fp32 dk / dv on n hops
+                sent += n * sum(_bytes(s, "float32") for s, _ in kv)
+        elif inst["op"] == "sp.all_reduce":
             sent = 2 * (n - 1) / n * b
         elif inst["op"] == "sp.halo":
             sent = (n - 1) / n * b / shape[inst["attrs"]["dim"]] * inst["attrs"]["width"] * n
@@ -81,6 +88,21 @@ def _tiled(p: dict) -> list[str]:
     return lines or ["tiled        nothing"]
 
 
+def _attention(prog: dict) -> str:
+    """How attention is sharded, and why, from the forward program's attention ops."""
+    sp = prog["mesh"]["sp"]
+    for inst in prog["programs"]["forward"]["instructions"]:
+        if inst["op"] == "sp.ring_attention":
+            heads = inst["shapes"][0][1]
+            why = f"sp={sp} does not divide the {heads} heads" if heads % sp else "asked for"
+            return f"attention    ring: each rank keeps its 1/{sp} of the sequence, K/V blocks pass around the " \
+                   f"{sp} ranks ({why})"
+        if inst["op"] == "sp.attention":
+            heads = inst["shapes"][0][1] * sp
+            return f"attention    ulysses: all-to-alls split the {heads} heads over {sp} rank{'s' if sp > 1 else ''}"
+    return "attention    none"
+
+
 def _result_specs(program: dict) -> list[tuple[list[int], str]]:
     specs = {i: (a["shape"], a["dtype"]) for i, a in enumerate(program["args"])}
     for inst in program["instructions"]:
@@ -100,6 +122,7 @@ def report(art: Artifact) -> str:
                                        for s in man.get("stages", [])),
              f"remat        {_remat(info, man.get('remat'))}: the forward saves {_saved(prog)} for the backward"
              + _recomputed(info),
+             _attention(prog),
              *_tiled(info),
              "program      " + ", ".join(f"{name} {len(p['instructions'])} instructions"
                                          for name, p in prog["programs"].items())]
@@ -110,8 +133,8 @@ def report(art: Artifact) -> str:
         if kind in comm:
             c = comm[kind]
             total += c["bytes"]
-            lines.append(f"  {kind:18s} x{c['count']:<5d} {human(c['bytes']):>12s}")
-    lines.append(f"  {'total':18s} {'':6s} {human(total):>12s}")
+            lines.append(f"  {kind:22s} x{c['count']:<5d} {human(c['bytes']):>12s}")
+    lines.append(f"  {'total':22s} {'':6s} {human(total):>12s}")
     mem = info.get("memory")
     if mem:
         lines.append(f"memory       predicted peak {human(mem['predicted_peak_bytes'])} per rank: " + ", ".join(

@@ -20,7 +20,7 @@ from autosp.runtime.collectives import DEFAULT_TIMEOUT_S
 
 def _compile(spec: str, seq_len: int, batch: int, sp: int, dp: int, out: str, remat: str = "sac",
              memory_budget: str | None = None, tile: str | None = None, keep_ir: bool = False,
-             precision: str = "fp32") -> None:
+             precision: str = "fp32", attention: str = "auto") -> None:
     import torch
 
     import autosp
@@ -30,7 +30,7 @@ def _compile(spec: str, seq_len: int, batch: int, sp: int, dp: int, out: str, re
     print(f"compiling {spec} for [{batch}, {seq_len}] tokens, sp={sp} x dp={dp} ...", flush=True)
     art = autosp.compile(model, example_inputs=(ids, ids), sp=sp, dp=dp, remat=remat, memory_budget=memory_budget,
                          tile=int(tile) if tile and tile.isdigit() else tile, model_name=spec, keep_ir=keep_ir,
-                         precision=precision)
+                         precision=precision, attention=attention)
     art.save(out)
     t = art.timings
     print(f"wrote {out}: {art.num_instructions} instructions; " + ", ".join(f"{stage} {s:.1f} s" for stage, s in t.items()))
@@ -46,7 +46,7 @@ def _source(out: str, override: str | None) -> str:
 
 def cmd_compile(a) -> int:
     _compile(a.model, a.seq_len, a.batch, a.sp, a.dp, a.output, a.remat, a.memory_budget, a.tile, a.keep_ir,
-             a.precision)
+             a.precision, a.attention)
     return 0
 
 
@@ -178,6 +178,9 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--batch", type=_count, default=1, help="sequences per step (per dp replica)")
     c.add_argument("--sp", type=_count, default=1, help="sequence-parallel degree")
     c.add_argument("--dp", type=_count, default=1, help="data-parallel degree (world = sp x dp)")
+    c.add_argument("--attention", choices=["auto", "ulysses", "ring"], default="auto",
+                   help="ulysses: all-to-alls split the heads (sp must divide them); ring: K/V blocks travel "
+                        "around the ranks (any sp); auto: ulysses where sp divides the heads, ring elsewhere")
     c.add_argument("--remat", choices=["none", "full", "sac", "auto"], default="sac",
                    help="what the forward saves for the backward (sac: sequence-aware; auto: the per-value "
                         "plan with the least recompute that fits --memory-budget)")
