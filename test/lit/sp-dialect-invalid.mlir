@@ -259,6 +259,31 @@ func.func @grad_shape(%q: !torch.vtensor<[2,4,8,16],f32>, %k: !torch.vtensor<[2,
 }
 
 // -----
+// === ring_attention / ring_attention_grad: the attention rules, and a group of the mesh
+
+func.func @ring_group(%q: !torch.vtensor<[2,4,8,16],f32>) {
+  // CHECK: {{.*}}sp-dialect-invalid.mlir:[[# @LINE + 1]]:12: error: 'sp.ring_attention' op group must be one of sp, dp, world, got 'tp'
+  %o, %l = "sp.ring_attention"(%q, %q, %q) {causal = true, scale = 0.25 : f64, kv_groups = 1 : i64, group = "tp"} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>)
+  return
+}
+
+// -----
+
+func.func @ring_kv_groups(%q: !torch.vtensor<[2,4,8,16],f32>, %k: !torch.vtensor<[2,2,8,16],f32>) {
+  // CHECK: {{.*}}sp-dialect-invalid.mlir:[[# @LINE + 1]]:12: error: 'sp.ring_attention' op 4 query heads != 2 key/value heads x kv_groups 1
+  %o, %l = "sp.ring_attention"(%q, %k, %k) {causal = true, scale = 0.25 : f64, kv_groups = 1 : i64, group = "sp"} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,2,8,16],f32>, !torch.vtensor<[2,2,8,16],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>)
+  return
+}
+
+// -----
+
+func.func @ring_grad_shape(%q: !torch.vtensor<[2,4,8,16],f32>, %l: !torch.vtensor<[2,4,8],f32>) {
+  // CHECK: {{.*}}sp-dialect-invalid.mlir:[[# @LINE + 1]]:10: error: 'sp.ring_attention_grad' op gradient shape [2, 4, 4, 16] differs from its operand's shape [2, 4, 8, 16]
+  %a:3 = "sp.ring_attention_grad"(%q, %q, %q, %q, %q, %l) {causal = true, scale = 0.25 : f64, kv_groups = 1 : i64, group = "sp"} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>) -> (!torch.vtensor<[2,4,4,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>)
+  return
+}
+
+// -----
 // The valid chunk of a failing file is still printed: errors do not stop the other chunks.
 // CHECK-LABEL: func.func @still_printed
 // CHECK: "sp.all_reduce"
@@ -266,3 +291,4 @@ func.func @still_printed(%x: !torch.vtensor<[2,8,4],f32>) -> !torch.vtensor<[2,8
   %0 = "sp.all_reduce"(%x) {op = "sum", group = "sp"} : (!torch.vtensor<[2,8,4],f32>) -> !torch.vtensor<[2,8,4],f32>
   return %0 : !torch.vtensor<[2,8,4],f32>
 }
+

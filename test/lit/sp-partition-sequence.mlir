@@ -4,6 +4,9 @@
 // RUN: %autosp-opt %s --split-input-file --pass-pipeline='builtin.module(sp-propagate-sequence,sp-partition-sequence{sp=2 dp=1})' | FileCheck %s
 // With data parallelism the weight gradients are reduced over the world group and averaged over dp.
 // RUN: %autosp-opt %s --split-input-file --pass-pipeline='builtin.module(sp-propagate-sequence,sp-partition-sequence{sp=2 dp=2})' | FileCheck %s --check-prefix=DP2
+// attention=ring: q, k, v stay sequence-sharded (no all-to-all), K/V at KV-head width; the statistics
+// are sequence-sharded too, and the backward reads them as they are.
+// RUN: %autosp-opt %s --split-input-file --pass-pipeline='builtin.module(sp-propagate-sequence,sp-partition-sequence{sp=2 dp=1 attention=ring})' | FileCheck %s --check-prefix=RING
 // On one rank every collective is an identity and is folded away (sp.halo stays: it shifts).
 // RUN: %autosp-opt %s --split-input-file --pass-pipeline='builtin.module(sp-propagate-sequence,sp-partition-sequence{sp=1 dp=1})' | FileCheck %s --check-prefix=ONE
 
@@ -65,6 +68,10 @@ func.func @tokens(%emb: !torch.vtensor<[32,16],f32>, %w: !torch.vtensor<[16,8],f
 // CHECK-NEXT:    %[[S:[0-9]+]] = torch.aten.sum %[[O]], %none {sp.layout = ["partial"]}
 // CHECK-NEXT:    %[[R:[0-9]+]] = "sp.all_reduce"(%[[S]]) {group = "sp", op = "sum"}
 // CHECK-NEXT:    return %[[R]]
+// RING-LABEL:  func.func @attention
+// RING-NOT:      sp.all_to_all
+// RING:          %[[A:[0-9]+]]:2 = "sp.ring_attention"(%{{[0-9]+}}, %{{[0-9]+}}, %{{[0-9]+}}) {causal = true, group = "sp", kv_groups = 2 : i64, scale = 5.000000e-01 : f64} : (!torch.vtensor<[2,4,4,4],f32>, !torch.vtensor<[2,2,4,4],f32>, !torch.vtensor<[2,2,4,4],f32>) -> (!torch.vtensor<[2,4,4,4],f32>, !torch.vtensor<[2,4,4],f32>)
+// RING-NEXT:     torch.aten.sum %[[A]]#0, %none
 // ONE-LABEL:   func.func @attention
 // ONE-NOT:       sp.all_to_all
 // ONE:           %[[A:[0-9]+]]:2 = "sp.attention"(%{{[0-9]+}}, %{{[0-9]+}}, %{{[0-9]+}}) {{.*}} -> (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8],f32>)
@@ -116,6 +123,13 @@ func.func @attention(%emb: !torch.vtensor<[32,16],f32>, %wk: !torch.vtensor<[16,
 // CHECK-NEXT:    torch.aten.sum %[[DK]], %none
 // CHECK-COUNT-1: "sp.all_reduce"
 // CHECK-NOT:     "sp.all_to_all"
+// RING-LABEL:  func.func @attention_grad
+// RING:          %[[A:[0-9]+]]:2 = "sp.ring_attention"(%[[Q:[0-9]+]], %[[K:[0-9]+]], %[[K]])
+// RING-NEXT:     %[[O:[0-9]+]] = torch.aten.detach %[[A]]#0 {sp.layout = ["seq<2>"]} : !torch.vtensor<[2,4,4,4],f32>
+// RING-NEXT:     %[[DO:[0-9]+]] = torch.aten.neg %[[Q]]
+// RING-NEXT:     "sp.ring_attention_grad"(%[[DO]], %[[Q]], %[[K]], %[[K]], %[[O]], %[[A]]#1) {causal = true, group = "sp", kv_groups = 2 : i64, scale = 5.000000e-01 : f64}
+// RING-SAME:       -> (!torch.vtensor<[2,4,4,4],f32>, !torch.vtensor<[2,2,4,4],f32>, !torch.vtensor<[2,2,4,4],f32>)
+// RING-NOT:      "sp.all_to_all"
 func.func @attention_grad(%emb: !torch.vtensor<[32,16],f32>, %wk: !torch.vtensor<[16,8],f32>, %ids: !torch.vtensor<[2,8],si64>) -> !torch.vtensor<[],f32> attributes {sp.args = ["param:emb", "param:wk", "input:input_ids"], sp.results = ["loss"]} {
   %int-1 = torch.constant.int -1
   %int1 = torch.constant.int 1

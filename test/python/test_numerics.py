@@ -52,3 +52,16 @@ def test_mqa_tied_kv_replicated(compile_to):
     """One KV head on 2 ranks: K/V are replicated locally (kv_heads % P != 0); tied embeddings."""
     spec = "py:models:tiny_llama_tied"
     _check(verify(compile_to(spec, sp=2, seq=32), spec, nproc=2, steps=1), steps=1)
+
+
+@pytest.mark.parametrize("model,sp,attention,seq", [
+    ("builtin:tiny-llama", 3, "auto", 24),        # 4 heads, 2 KV heads on 3 ranks: auto takes the ring
+    ("llama", 2, "ring", 16),                     # asked for where Ulysses would do
+    ("py:models:tiny_llama_tied", 4, "ring", 32),  # one KV head travels as it is
+    ("qwen2", 8, "auto", 16),                     # more ranks than heads, 2 tokens each
+])
+def test_ring_attention(model, sp, attention, seq, hf_dir, compile_to):
+    """Ring attention: each rank keeps its block of the sequence and the K/V blocks (at KV-head width)
+    pass around the ranks; any sp for any head count."""
+    spec = spec_for(model, hf_dir)
+    _check(verify(compile_to(spec, sp, seq=seq, attention=attention), spec, nproc=sp, steps=2), steps=2)
