@@ -18,9 +18,9 @@ from autosp.runtime import ArtifactError, IntegrityError
 MODELS_PY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "models.py")
 
 
-def _compile(spec: str, sp: int, seq: int = 16, batch: int = 2):
+def _compile(spec: str, sp: int, seq: int = 16, batch: int = 2, **options):
     ids = torch.zeros(batch, seq, dtype=torch.long)
-    return autosp.compile(load_model(spec, empty=True), (ids, ids), sp=sp)
+    return autosp.compile(load_model(spec, empty=True), (ids, ids), sp=sp, **options)
 
 
 def test_seq_not_divisible():
@@ -29,11 +29,12 @@ def test_seq_not_divisible():
 
 
 def test_heads_not_divisible_and_the_command_that_reproduces_it():
-    with pytest.raises(CompileError, match=r"attention has 4 heads, which sp=8 does not divide") as e:
-        _compile("builtin:tiny-llama", sp=8, seq=16)
+    """Ulysses asked for where it cannot split the heads (auto would take the ring)."""
+    with pytest.raises(CompileError, match=r"attention has 4 heads, which sp=8 does not divide .*attention=ring") as e:
+        _compile("builtin:tiny-llama", sp=8, seq=16, attention="ulysses")
     # the sp stage failed: autosp-opt on the IR it was given fails the same way
     cmd = e.value.reproduce
-    assert cmd.startswith("autosp-opt ") and "sp-pipeline{sp=8}" in cmd and cmd in "".join(e.value.__notes__)
+    assert cmd.startswith("autosp-opt ") and "sp-pipeline{sp=8 attention=ulysses}" in cmd and cmd in "".join(e.value.__notes__)
     r = subprocess.run(shlex.split(cmd), capture_output=True, text=True)
     assert r.returncode == 1 and "attention has 4 heads, which sp=8 does not divide" in r.stderr, r.stderr
     os.remove(shlex.split(cmd)[1])
