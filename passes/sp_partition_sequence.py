@@ -42,6 +42,8 @@ def _str(s: str) -> ir.StringAttr:
 class Partitioner:
     def __init__(self, func, p: int, dp: int, attention: str = "auto"):
         self.func, self.p, self.dp, self.attention = func, p, dp, attention
+        self.use_ring = False          # every attention as ring attention (decided in run)
+        self.order = "contiguous"      # the sequence order of the shards (runtime/collectives.py)
         self.seq_len = ir.IntegerAttr(func_attr(func, "sp.seq_len")).value
         self.layout: dict[ir.Value, Layout] = {}
         self.converted: dict[tuple[ir.Value, str], ir.Value] = {}
@@ -101,6 +103,7 @@ class Partitioner:
         why = indivisible(self.seq_len, self.p)
         if why:
             raise PassError(why, self.func.location)
+        self.choose_attention()
         for role, a, lay in zip(roles, block.arguments, arg_lays):
             self.layout[a] = lay
             if lay.kind == "seq":
@@ -224,14 +227,25 @@ class Partitioner:
         groups = ir.IntegerAttr(a["kv_groups"]).value if self.kv_path[kv_head] == "a2a" else 1
         return a["causal"], a["scale"], _i64(groups)
 
+    def choose_attention(self) -> None:
+        """One scheme for every attention of the step, as the sequence order is the program's: ring
+        when asked for, or (auto) when Ulysses cannot split some attention's heads across the ranks.
+        Causal ring attention takes the zigzag order when the sequence cuts into 2 x sp chunks."""
+        ops = [op for op in body_ops(self.func) if op_name(op) == "sp.attention"]
+        for op in ops:
+            heads = shape(op.operation.operands[0])[1]
+            if self.attention == "ulysses" and heads % self.p:
+                raise PassError(f"attention has {heads} heads, which sp={self.p} does not divide (Ulysses splits "
+                                "heads across ranks; attention=ring or auto passes K/V blocks around the ranks "
+                                "instead)", op.location)
+        self.use_ring = self.p > 1 and (self.attention == "ring" or self.attention == "auto" and any(
+            shape(op.operation.operands[0])[1] % self.p for op in ops))
+        causal = any(ir.IntegerAttr(op.operation.attributes["causal"]).value for op in ops)
+        if self.use_ring and causal and self.seq_len % (2 * self.p) == 0:
+            self.order = "zigzag"
+
     def ring(self, op, q_heads: int) -> bool:
-        """Whether this attention runs as ring attention: asked for, or (auto) when Ulysses cannot
-        split the heads across the ranks."""
-        if self.attention == "ulysses" and q_heads % self.p:
-            raise PassError(f"attention has {q_heads} heads, which sp={self.p} does not divide (Ulysses splits "
-                            "heads across ranks; attention=ring or auto passes K/V blocks around the ranks "
-                            "instead)", op.location)
-        return self.attention == "ring" or self.attention == "auto" and q_heads % self.p != 0
+        return self.use_ring
 
     def on_attention(self, op, lays) -> None:
         q, k, v = op.operation.operands
@@ -382,7 +396,10 @@ class PartitionSequence(Pass):
 
     def run(self, module_op) -> None:
         func = func_of(module_op)
-        Partitioner(func, self.sp, self.dp, self.attention).run()
+        part = Partitioner(func, self.sp, self.dp, self.attention)
+        part.run()
         i64 = ir.IntegerType.get_signless(64)
-        module_op.attributes["sp.mesh"] = ir.DictAttr.get({"sp": ir.IntegerAttr.get(i64, self.sp),
-                                                          "dp": ir.IntegerAttr.get(i64, self.dp)})
+        mesh = {"sp": ir.IntegerAttr.get(i64, self.sp), "dp": ir.IntegerAttr.get(i64, self.dp)}
+        if part.order != "contiguous":
+            mesh["order"] = ir.StringAttr.get(part.order)
+        module_op.attributes["sp.mesh"] = ir.DictAttr.get(mesh)

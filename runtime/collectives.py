@@ -3,6 +3,12 @@ through torch.distributed (gloo on CPU, NCCL/RCCL when the tensors are on a GPU)
 
 Ranks are laid out sp-major inside a dp replica: rank = dp_index * sp + sp_index.
 
+The sequence order (program["mesh"]["order"]): "contiguous", rank i of the sp group holds block i of
+sp equal blocks; or "zigzag" (causal ring attention), the sequence is cut into 2 x sp chunks and rank
+i holds chunks i and 2 x sp - 1 - i, one early and one late, so that every rank does the same share
+of causal attention. shard_slice and halo follow the order; the all-to-alls and all-gathers of
+Ulysses attention assume contiguous blocks and refuse zigzag.
+
 Trust: the mesh's groups carry a timeout (DEFAULT_TIMEOUT_S unless the caller asks), so a stalled or
 dead peer turns into a CollectiveError naming this rank, the collective, the group and the peers it
 waited for. At the end of every program run the ranks exchange one flag each over the world group
@@ -44,8 +50,8 @@ def _identity_over_one_rank(method: Callable) -> Callable:
 
 
 class Mesh:
-    def __init__(self, sp: int, dp: int, timeout_s: float = DEFAULT_TIMEOUT_S):
-        self.sp, self.dp = sp, dp
+    def __init__(self, sp: int, dp: int, timeout_s: float = DEFAULT_TIMEOUT_S, order: str = "contiguous"):
+        self.sp, self.dp, self.order = sp, dp, order
         self.timeout_s = timeout_s
         if not dist.is_available() or not dist.is_initialized():
             if sp * dp != 1:
@@ -131,8 +137,17 @@ class Mesh:
                    op={"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "avg": dist.ReduceOp.SUM}[op])
         return out / self.size(group) if op == "avg" else out
 
+    def _contiguous(self, op: str, group: str) -> None:
+        if self.order == "zigzag" and group == "sp":
+            raise ArtifactError(f"{op} over the sp group needs contiguous sequence blocks, the program's sequence "
+                                "order is zigzag")
+
+    def zigzag(self, group: str) -> bool:
+        return self.order == "zigzag" and group == "sp"
+
     @_identity_over_one_rank
     def all_to_all(self, x: torch.Tensor, scatter_dim: int, gather_dim: int, group: str) -> torch.Tensor:
+        self._contiguous("sp.all_to_all", group)
         n = self.size(group)
         send = [c.contiguous() for c in x.chunk(n, scatter_dim)]
         recv = [torch.empty_like(send[0]) for _ in range(n)]
@@ -141,6 +156,7 @@ class Mesh:
 
     @_identity_over_one_rank
     def all_gather(self, x: torch.Tensor, dim: int, group: str) -> torch.Tensor:
+        self._contiguous("sp.all_gather", group)
         x = x.contiguous()
         parts = [torch.empty_like(x) for _ in range(self.size(group))]
         self._call("sp.all_gather", group, dist.all_gather, parts, x)
@@ -155,8 +171,12 @@ class Mesh:
 
     @_identity_over_one_rank
     def shard_slice(self, x: torch.Tensor, dim: int, group: str) -> torch.Tensor:
-        block = x.shape[dim] // self.size(group)
-        return x.narrow(dim, self.index(group) * block, block).contiguous()
+        n, i = self.size(group), self.index(group)
+        if self.zigzag(group):
+            chunks = x.chunk(2 * n, dim)
+            return torch.cat([chunks[i], chunks[2 * n - 1 - i]], dim)
+        block = x.shape[dim] // n
+        return x.narrow(dim, i * block, block).contiguous()
 
     def ring_pass(self, xs: list[torch.Tensor], what: str, group: str) -> Callable[[], list[torch.Tensor]]:
         """Start sending xs to the next rank of the group (in index order, wrapping) and receiving the
@@ -179,6 +199,8 @@ class Mesh:
     def halo(self, x: torch.Tensor, dim: int, width: int, fill: float, group: str) -> torch.Tensor:
         """out = x shifted left by `width` along dim across the group's shards; the end is `fill`."""
         n = self.size(group)
+        if n > 1 and self.zigzag(group):
+            return self._zigzag_halo(x, dim, width, fill, group)
         head = x.narrow(dim, 0, width)
         if n == 1:
             nxt = torch.full_like(head, fill)
@@ -189,6 +211,20 @@ class Mesh:
             nxt = heads[i + 1] if i + 1 < n else torch.full_like(head, fill)
         return torch.cat([x.narrow(dim, width, x.shape[dim] - width), nxt], dim)
 
+
+    def _zigzag_halo(self, x: torch.Tensor, dim: int, width: int, fill: float, group: str) -> torch.Tensor:
+        """halo over zigzag chunks: this rank's early chunk i is followed by chunk i + 1 (the next rank's
+        early chunk, or this rank's own late chunk after the last rank), its late chunk 2n - 1 - i by
+        chunk 2n - i (the previous rank's late chunk; rank 0's is the end of the sequence)."""
+        n, i = self.size(group), self.index(group)
+        early, late = x.chunk(2, dim)
+        heads = torch.cat([early.narrow(dim, 0, width), late.narrow(dim, 0, width)], dim).contiguous()
+        parts = [torch.empty_like(heads) for _ in range(n)]
+        self._call("sp.halo", group, dist.all_gather, parts, heads)
+        after_early = parts[i + 1].narrow(dim, 0, width) if i + 1 < n else late.narrow(dim, 0, width)
+        after_late = parts[i - 1].narrow(dim, width, width) if i > 0 else torch.full_like(after_early, fill)
+        rest = early.shape[dim] - width
+        return torch.cat([early.narrow(dim, width, rest), after_early, late.narrow(dim, width, rest), after_late], dim)
 
 # the sp collectives by op name, as the executor calls them: (mesh, attrs, *inputs) -> output(s)
 COLLECTIVES = {

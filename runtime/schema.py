@@ -182,7 +182,7 @@ SHAPE = List(Int(0, MAX_DIM), max_len=16)
 DTYPE = Str(choices=DTYPES)
 REG = Int(0, MAX_REGISTERS)
 NAME = Str(max_len=1024, pattern=_NAME)
-MESH = Obj({"sp": Int(1, MAX_RANKS), "dp": Int(1, MAX_RANKS)})
+MESH = Obj({"sp": Int(1, MAX_RANKS), "dp": Int(1, MAX_RANKS)}, {"order": Str(choices=("contiguous", "zigzag"))})
 
 
 _I64, _NUMBER, _SHORT = Int(-2 ** 63, MAX_INT), Num(), Str(max_len=64)

@@ -95,8 +95,9 @@ def _attention(prog: dict) -> str:
         if inst["op"] == "sp.ring_attention":
             heads = inst["shapes"][0][1]
             why = f"sp={sp} does not divide the {heads} heads" if heads % sp else "asked for"
-            return f"attention    ring: each rank keeps its 1/{sp} of the sequence, K/V blocks pass around the " \
-                   f"{sp} ranks ({why})"
+            shards = ("2 zigzag chunks of the sequence (i and 2 x sp - 1 - i: equal causal work)"
+                      if prog["mesh"].get("order") == "zigzag" else f"its 1/{sp} block of the sequence")
+            return f"attention    ring: each rank keeps {shards}, K/V blocks pass around the {sp} ranks ({why})"
         if inst["op"] == "sp.attention":
             heads = inst["shapes"][0][1] * sp
             return f"attention    ulysses: all-to-alls split the {heads} heads over {sp} rank{'s' if sp > 1 else ''}"

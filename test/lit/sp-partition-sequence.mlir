@@ -5,7 +5,8 @@
 // With data parallelism the weight gradients are reduced over the world group and averaged over dp.
 // RUN: %autosp-opt %s --split-input-file --pass-pipeline='builtin.module(sp-propagate-sequence,sp-partition-sequence{sp=2 dp=2})' | FileCheck %s --check-prefix=DP2
 // attention=ring: q, k, v stay sequence-sharded (no all-to-all), K/V at KV-head width; the statistics
-// are sequence-sharded too, and the backward reads them as they are.
+// are sequence-sharded too, and the backward reads them as they are. A step without attention keeps
+// contiguous blocks.
 // RUN: %autosp-opt %s --split-input-file --pass-pipeline='builtin.module(sp-propagate-sequence,sp-partition-sequence{sp=2 dp=1 attention=ring})' | FileCheck %s --check-prefix=RING
 // On one rank every collective is an identity and is folded away (sp.halo stays: it shifts).
 // RUN: %autosp-opt %s --split-input-file --pass-pipeline='builtin.module(sp-propagate-sequence,sp-partition-sequence{sp=1 dp=1})' | FileCheck %s --check-prefix=ONE
@@ -68,6 +69,8 @@ func.func @tokens(%emb: !torch.vtensor<[32,16],f32>, %w: !torch.vtensor<[16,8],f
 // CHECK-NEXT:    %[[S:[0-9]+]] = torch.aten.sum %[[O]], %none {sp.layout = ["partial"]}
 // CHECK-NEXT:    %[[R:[0-9]+]] = "sp.all_reduce"(%[[S]]) {group = "sp", op = "sum"}
 // CHECK-NEXT:    return %[[R]]
+// Causal ring attention on a sequence of 2 x sp chunks puts it in zigzag order (runtime/collectives.py).
+// RING:        module attributes {sp.mesh = {dp = 1 : i64, order = "zigzag", sp = 2 : i64}}
 // RING-LABEL:  func.func @attention
 // RING-NOT:      sp.all_to_all
 // RING:          %[[A:[0-9]+]]:2 = "sp.ring_attention"(%{{[0-9]+}}, %{{[0-9]+}}, %{{[0-9]+}}) {causal = true, group = "sp", kv_groups = 2 : i64, scale = 5.000000e-01 : f64} : (!torch.vtensor<[2,4,4,4],f32>, !torch.vtensor<[2,2,4,4],f32>, !torch.vtensor<[2,2,4,4],f32>) -> (!torch.vtensor<[2,4,4,4],f32>, !torch.vtensor<[2,4,4],f32>)

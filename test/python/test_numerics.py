@@ -2,6 +2,8 @@
 loss and every gradient within 1e-5 relative, over three AdamW steps in lockstep."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from autosp.verify import verify
@@ -54,14 +56,19 @@ def test_mqa_tied_kv_replicated(compile_to):
     _check(verify(compile_to(spec, sp=2, seq=32), spec, nproc=2, steps=1), steps=1)
 
 
-@pytest.mark.parametrize("model,sp,attention,seq", [
-    ("builtin:tiny-llama", 3, "auto", 24),        # 4 heads, 2 KV heads on 3 ranks: auto takes the ring
-    ("llama", 2, "ring", 16),                     # asked for where Ulysses would do
-    ("py:models:tiny_llama_tied", 4, "ring", 32),  # one KV head travels as it is
-    ("qwen2", 8, "auto", 16),                     # more ranks than heads, 2 tokens each
+@pytest.mark.parametrize("model,sp,attention,seq,order", [
+    ("builtin:tiny-llama", 3, "auto", 24, "zigzag"),   # 4 heads, 2 KV heads on 3 ranks: auto takes the ring
+    ("builtin:tiny-llama", 3, "auto", 27, "contiguous"),  # 27 tokens do not cut into 6 zigzag chunks
+    ("llama", 2, "ring", 16, "zigzag"),                # asked for where Ulysses would do
+    ("py:models:tiny_llama_tied", 4, "ring", 32, "zigzag"),  # one KV head travels as it is
+    ("qwen2", 8, "auto", 16, "zigzag"),                # more ranks than heads: 2 chunks of 1 token each
 ])
-def test_ring_attention(model, sp, attention, seq, hf_dir, compile_to):
-    """Ring attention: each rank keeps its block of the sequence and the K/V blocks (at KV-head width)
-    pass around the ranks; any sp for any head count."""
+def test_ring_attention(model, sp, attention, seq, order, hf_dir, compile_to):
+    """Ring attention: each rank keeps its shard of the sequence (zigzag chunks for causal balance
+    where the sequence cuts into 2 x sp chunks) and the K/V blocks (at KV-head width) pass around the
+    ranks; any sp for any head count."""
     spec = spec_for(model, hf_dir)
-    _check(verify(compile_to(spec, sp, seq=seq, attention=attention), spec, nproc=sp, steps=2), steps=2)
+    path = compile_to(spec, sp, seq=seq, attention=attention)
+    with open(f"{path}/program.json") as f:
+        assert json.load(f)["mesh"].get("order", "contiguous") == order
+    _check(verify(path, spec, nproc=sp, steps=2), steps=2)
