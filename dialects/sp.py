@@ -10,7 +10,7 @@ from typing import Any
 from torch_mlir import ir
 from torch_mlir.dialects.ext import Dialect, DialectAlreadyLoadedError, Operand, Pure, Result
 
-GROUPS = ("sp", "dp", "world")
+GROUPS = ("sp", "dp", "world", "ulysses", "ring")   # ulysses x ring = sp
 REDUCE_OPS = ("sum", "avg", "max")
 _VT = re.compile(r"!torch\.vtensor<\[([^\]]*)\],([^>]+)>")
 

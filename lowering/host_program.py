@@ -75,7 +75,7 @@ def lower_to_host_program(module) -> dict:
     mesh = ir.DictAttr(top.attributes["sp.mesh"]) if "sp.mesh" in top.attributes else None
     return {
         "format_version": FORMAT_VERSION,
-        "mesh": {k: _attr(mesh[k]) for k in ("sp", "dp", "order") if k in mesh} if mesh else {"sp": 1, "dp": 1},
+        "mesh": {k: _attr(mesh[k]) for k in ("sp", "dp", "order", "ulysses") if k in mesh} if mesh else {"sp": 1, "dp": 1},
         "programs": {ir.StringAttr(f.attributes["sym_name"]).value: lower_function(f) for f in funcs},
     }
 

@@ -39,7 +39,10 @@ ATTRIBUTES = {a.name: a for a in (
               ("sp-partition-sequence", "sp-tile-sequence", "sp-plan-remat"),
               "the global sequence length"),
     Attribute("sp.mesh", "module", ("sp-partition-sequence",), ("sp-tile-sequence", "host-program"),
-              "{sp, dp}: the degrees the step was partitioned for"),
+              "{sp, dp[, order][, ulysses]}: the degrees the step was partitioned for, the sequence order "
+              "(zigzag for causal ring attention) and the ulysses part of hybrid attention"),
+    Attribute("sp.attention", "module", ("sp-partition-sequence",), ("artifact",),
+              "{scheme, bytes: {scheme: bytes per rank per step}}: the attention scheme and its alternatives"),
     Attribute("sp.tiles", "module", ("sp-tile-sequence",), ("artifact",),
               "what was tiled: [{kind, loc, chunks, tokens, width}]"),
     Attribute("sp.remat", "func", ("sp-plan-remat",), ("sp-tile-sequence",),

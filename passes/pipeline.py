@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from .base import Bytes, OptionError, PipelinePass, option
 from .sp_coalesce_collectives import DEFAULT_BUCKET
-from .sp_partition_sequence import ATTENTION
+from .attention_scheme import MODES
 from .sp_plan_remat import POLICIES
 
 DEFAULT_REMAT = "sac"
@@ -19,8 +19,8 @@ class SpPipeline(PipelinePass):
     name: ClassVar[str] = "sp-pipeline"
     sp: int = option(1, "sequence-parallel degree", minimum=1)
     dp: int = option(1, "data-parallel degree (world = sp x dp)", minimum=1)
-    attention: str = option("auto", "ulysses, ring, or auto: ulysses where sp divides the heads, ring elsewhere",
-                            choices=ATTENTION)
+    attention: str = option("auto", "ulysses, ring, hybrid (ulysses x ring), or auto: the one that sends the "
+                                    "fewest bytes", choices=MODES)
     remat: str = option(DEFAULT_REMAT, "what the forward saves for the backward", choices=POLICIES)
     budget: Bytes | None = option(None, "per-rank memory budget: remat=auto plans to fit it, the memory plan "
                                         "fails above it", minimum=1)

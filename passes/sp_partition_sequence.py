@@ -11,6 +11,7 @@ otherwise keep an attention input it could recompute.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -18,16 +19,16 @@ from torch_mlir import ir
 
 from autosp.dialects.sp import AllGatherOp, AllReduceOp, AllToAllOp, AttentionGradOp, AttentionOp, HaloOp, \
     RingAttentionGradOp, RingAttentionOp, ShardSliceOp
-from .aten_call import meta_shapes
+from .aten_call import ELEMENT_TYPES, meta_shapes
+from .attention_scheme import MODES, Scheme, bytes_sent, candidates, choose
 from .attributes import func_attr
 from .base import Pass, PassError, option
 from .layouts import REP, Layout, local_shape, seq
 from .ops import A, COLLECTIVES, IDENTITY, NO_EFFECT, RESHAPE, SHARD_SLICE
 from .sp_propagate_sequence import INT64_MAX
 from .torch_ir import (I64, aten, body_ops, const_bool, const_float, const_int, const_none, const_value, func_of,
-                       int_list_value, is_tensor, op_name, shape, strings, vtensor, with_shape)
+                       dtype_str, int_list_value, is_tensor, op_name, shape, strings, vtensor, with_shape)
 
-ATTENTION = ("auto", "ulysses", "ring")
 
 
 
@@ -42,7 +43,8 @@ def _str(s: str) -> ir.StringAttr:
 class Partitioner:
     def __init__(self, func, p: int, dp: int, attention: str = "auto"):
         self.func, self.p, self.dp, self.attention = func, p, dp, attention
-        self.use_ring = False          # every attention as ring attention (decided in run)
+        self.scheme = Scheme(p, 1)     # how attention is sharded (choose_attention)
+        self.costs: dict[str, float] = {}   # bytes per rank per step of each scheme considered
         self.order = "contiguous"      # the sequence order of the shards (runtime/collectives.py)
         self.seq_len = ir.IntegerAttr(func_attr(func, "sp.seq_len")).value
         self.layout: dict[ir.Value, Layout] = {}
@@ -57,11 +59,11 @@ class Partitioner:
             return ir.InsertionPoint.at_block_begin(owner)
         return ir.InsertionPoint.after(owner.operation if isinstance(owner, ir.OpView) else owner)
 
-    def a2a(self, v: ir.Value, scatter: int, gather: int) -> ir.Value:
+    def a2a(self, v: ir.Value, scatter: int, gather: int, n: int, group: str) -> ir.Value:
         s = shape(v)
-        s[scatter] //= self.p
-        s[gather] *= self.p
-        return AllToAllOp(v, _i64(scatter), _i64(gather), _str("sp"), out=with_shape(v.type, s)).out
+        s[scatter] //= n
+        s[gather] *= n
+        return AllToAllOp(v, _i64(scatter), _i64(gather), _str(group), out=with_shape(v.type, s)).out
 
     def all_reduce(self, v: ir.Value, group: str = "sp") -> ir.Value:
         return AllReduceOp(v, _str("sum"), _str(group), out=v.type).out
@@ -116,7 +118,8 @@ class Partitioner:
         self.fold_single_rank_collectives()
 
     def fold_single_rank_collectives(self) -> None:
-        size = {"sp": self.p, "dp": self.dp, "world": self.p * self.dp}
+        size = {"sp": self.p, "dp": self.dp, "world": self.p * self.dp, "ulysses": self.scheme.ulysses,
+                "ring": self.scheme.ring}
         for op in body_ops(self.func):
             if op_name(op) in _FOLDABLE and size[ir.StringAttr(op.operation.attributes["group"]).value] == 1:
                 op.operation.results[0].replace_all_uses_with(op.operation.operands[0])
@@ -133,10 +136,6 @@ class Partitioner:
         if "sp.layout" not in attrs:
             return
         lays = [Layout.parse(s) for s in strings(attrs["sp.layout"])]
-        if any(l.kind == "heads" for l in lays) and self.layout.get(op.operation.operands[0], REP).kind == "seq":
-            # softmax statistics on their way to the attention backward: head-sharded between Ulysses
-            # all-to-alls, still sequence-sharded after ring attention
-            lays = [self.layout[op.operation.operands[0]] if l.kind == "heads" else l for l in lays]
         if "sp.demand" in attrs:
             for key, want in _dict_items(attrs["sp.demand"]):
                 i = int(key)
@@ -146,6 +145,14 @@ class Partitioner:
                    A + "nll_loss_forward": self.on_loss}.get(name)
         if special:
             return special(op, lays)
+        if any(l.kind == "heads" for l in lays):
+            # softmax statistics on their way to the attention backward (an identity): the local type
+            # and layout the attention scheme gave them
+            src = op.operation.operands[0]
+            for r in op.operation.results:
+                r.set_type(src.type)
+                self.layout[r] = self.layout[src]
+            return
         if any(l.kind == "halo" for l in lays):
             self.layout[op.operation.results[0]] = lays[0]
             return  # the pad of a label shift: replaced together with its slice
@@ -200,112 +207,124 @@ class Partitioner:
         if got[:len(want)] != want:
             raise PassError(f"{op_name(op)}: local shapes {want} disagree with the op's own {got}", op.location)
 
-    # ------------------------------------------------------------------ attention (Ulysses)
+    # ------------------------------------------------------------------ attention
+    @property
+    def ulysses_group(self) -> str:
+        return "sp" if self.scheme.ring == 1 else "ulysses"
+
+    @property
+    def ring_group(self) -> str:
+        return "sp" if self.scheme.ulysses == 1 else "ring"
+
+    def choose_attention(self) -> None:
+        """One scheme for every attention of the step (the sequence order is the program's): the
+        cheapest that the `attention` option allows (attention_scheme.py). Causal ring attention takes
+        the zigzag order when the sequence cuts into 2 x r chunks."""
+        ops = [op for op in body_ops(self.func) if op_name(op) == "sp.attention"]
+        if self.p == 1 or not ops:
+            return
+        heads = [shape(op.operation.operands[0])[1] for op in ops]
+        options = candidates(self.attention, self.p, heads)
+        if not options:
+            op, h = next((op, h) for op, h in zip(ops, heads) if h % self.p or self.attention == "hybrid")
+            if self.attention == "ulysses":
+                raise PassError(f"attention has {h} heads, which sp={self.p} does not divide (Ulysses splits "
+                                "heads across ranks; attention=ring or auto passes K/V blocks around the ranks "
+                                "instead)", op.location)
+            raise PassError(f"attention=hybrid needs ulysses x ring = sp={self.p} with 1 < ulysses < {self.p} "
+                            f"dividing the {h} heads; there is none", op.location)
+
+        def cost(scheme: Scheme) -> float:
+            total = 0.0
+            for op in ops:
+                q, k = op.operation.operands[0], op.operation.operands[1]
+                size = ELEMENT_TYPES[dtype_str(q.type)].itemsize
+                local = [math.prod(shape(x)) * size / self.p for x in (q, k)]
+                total += bytes_sent(scheme, shape(q)[1], shape(k)[1], *local, size)
+            return total
+        self.scheme = choose(options, cost)
+        self.costs = {str(o): cost(o) for o in candidates("auto", self.p, heads)}
+        causal = any(ir.IntegerAttr(op.operation.attributes["causal"]).value for op in ops)
+        if self.scheme.ring > 1 and causal and self.seq_len % (2 * self.scheme.ring) == 0:
+            self.order = "zigzag"
+
     def heads_of(self, op, v: ir.Value, kv: bool, q_heads: int) -> ir.Value:
+        """v ([B, H, S/sp, D], sequence-sharded) with its heads split over the ulysses group and its
+        sequence gathered there: [B, H/u, S/r, D]."""
         src = v
         while src not in self.heads and _is_identity(src):   # detach/alias of an attention output
             src = src.owner.operation.operands[0]
         if src in self.heads:
             return self.heads[src]
         b, h, s, d = shape(v)
+        u, group = self.scheme.ulysses, self.ulysses_group
         with ir.InsertionPoint(op), op.location:
-            if not kv or h % self.p == 0:
-                out = self.a2a(v, scatter=1, gather=2)
+            if not kv or h % u == 0:
+                out = self.a2a(v, scatter=1, gather=2, n=u, group=group)
                 self.kv_path[out] = "a2a"
             else:  # too few KV heads to split: every rank takes the whole K/V, repeated to its heads
-                full = AllGatherOp(v, _i64(2), _str("sp"), out=with_shape(v.type, [b, h, s * self.p, d])).out
+                full = AllGatherOp(v, _i64(2), _str(group), out=with_shape(v.type, [b, h, s * u, d])).out
                 g = q_heads // h
                 rep = aten("repeat_interleave.self_int", [full, const_int(g), const_int(1), const_none()],
-                           [with_shape(v.type, [b, q_heads, s * self.p, d])]).results[0]
-                out = self.shard_slice(rep, 1)
+                           [with_shape(v.type, [b, q_heads, s * u, d])]).results[0]
+                out = ShardSliceOp(rep, _i64(1), _str(group),
+                                   out=with_shape(rep.type, [b, q_heads // u, s * u, d])).out
                 self.kv_path[out] = "replicate"
         self.heads[v] = out
         return out
 
+    def split_heads(self, op, q_heads: int, *vs: ir.Value, kv: tuple[bool, ...]) -> list[ir.Value]:
+        if self.scheme.ulysses == 1:   # ring alone: the sequence-sharded values as they are
+            return list(vs)
+        return [self.heads_of(op, v, k, q_heads) for v, k in zip(vs, kv)]
+
     def attention_flags(self, op, kv_head: ir.Value, q_heads: int):
         a = op.operation.attributes
-        groups = ir.IntegerAttr(a["kv_groups"]).value if self.kv_path[kv_head] == "a2a" else 1
+        groups = 1 if self.kv_path.get(kv_head) == "replicate" else ir.IntegerAttr(a["kv_groups"]).value
         return a["causal"], a["scale"], _i64(groups)
-
-    def choose_attention(self) -> None:
-        """One scheme for every attention of the step, as the sequence order is the program's: ring
-        when asked for, or (auto) when Ulysses cannot split some attention's heads across the ranks.
-        Causal ring attention takes the zigzag order when the sequence cuts into 2 x sp chunks."""
-        ops = [op for op in body_ops(self.func) if op_name(op) == "sp.attention"]
-        for op in ops:
-            heads = shape(op.operation.operands[0])[1]
-            if self.attention == "ulysses" and heads % self.p:
-                raise PassError(f"attention has {heads} heads, which sp={self.p} does not divide (Ulysses splits "
-                                "heads across ranks; attention=ring or auto passes K/V blocks around the ranks "
-                                "instead)", op.location)
-        self.use_ring = self.p > 1 and (self.attention == "ring" or self.attention == "auto" and any(
-            shape(op.operation.operands[0])[1] % self.p for op in ops))
-        causal = any(ir.IntegerAttr(op.operation.attributes["causal"]).value for op in ops)
-        if self.use_ring and causal and self.seq_len % (2 * self.p) == 0:
-            self.order = "zigzag"
-
-    def ring(self, op, q_heads: int) -> bool:
-        return self.use_ring
 
     def on_attention(self, op, lays) -> None:
         q, k, v = op.operation.operands
         hq = shape(q)[1]
-        if self.ring(op, hq):
-            return self.on_ring_attention(op, lays)
-        qh, kh, vh = self.heads_of(op, q, False, hq), self.heads_of(op, k, True, hq), self.heads_of(op, v, True, hq)
-        out_t, lse_t = (r.type for r in op.operation.results)
-        b, _, s, d = shape(qh)
+        qh, kh, vh = self.split_heads(op, hq, q, k, v, kv=(False, True, True))
+        out_t = op.operation.results[0].type
+        b, h, s, d = shape(qh)
         with ir.InsertionPoint(op), op.location:
-            new = AttentionOp(qh, kh, vh, *self.attention_flags(op, kh, hq),
-                              out=with_shape(out_t, [b, hq // self.p, s, d]),
-                              lse=with_shape(lse_t, [b, hq // self.p, s]))
-            out = self.a2a(new.out, scatter=2, gather=1)
-        self.heads[out] = new.out
+            if self.scheme.ring > 1:
+                new = RingAttentionOp(qh, kh, vh, *self.attention_flags(op, kh, hq), _str(self.ring_group),
+                                      out=with_shape(out_t, [b, h, s, shape(vh)[3]]), lse=vtensor([b, h, s], "f32"))
+            else:
+                new = AttentionOp(qh, kh, vh, *self.attention_flags(op, kh, hq), out=with_shape(out_t, [b, h, s, d]),
+                                  lse=with_shape(op.operation.results[1].type, [b, h, s]))
+            out = new.out
+            if self.scheme.ulysses > 1:
+                out = self.a2a(new.out, scatter=2, gather=1, n=self.scheme.ulysses, group=self.ulysses_group)
+                self.heads[out] = new.out
         self.replace(op.operation.results[0], out, lays[0])
-        self.replace(op.operation.results[1], new.lse, Layout("heads", 1))
-        op.operation.erase()
-
-    def on_ring_attention(self, op, lays) -> None:
-        """q, k, v stay sequence-sharded: the K/V blocks travel, at KV-head width."""
-        q, k, v = op.operation.operands
-        b, h, s, _ = shape(q)
-        a = op.operation.attributes
-        with ir.InsertionPoint(op), op.location:
-            new = RingAttentionOp(q, k, v, a["causal"], a["scale"], a["kv_groups"], _str("sp"),
-                                  out=with_shape(op.operation.results[0].type, [b, h, s, shape(v)[3]]),
-                                  lse=vtensor([b, h, s], "f32"))
-        self.replace(op.operation.results[0], new.out, lays[0])
-        self.replace(op.operation.results[1], new.lse, seq(2))
+        self.replace(op.operation.results[1], new.lse, Layout("heads", 1) if self.scheme.ulysses > 1 else seq(2))
         op.operation.erase()
 
     def on_attention_grad(self, op, lays) -> None:
         dout, q, k, v, out, lse = op.operation.operands
-        hq = shape(q)[1]
-        hk = shape(k)[1]
-        if self.ring(op, hq):
-            a = op.operation.attributes
-            with ir.InsertionPoint(op), op.location:
-                new = RingAttentionGradOp(dout, q, k, v, out, lse, a["causal"], a["scale"], a["kv_groups"],
-                                          _str("sp"), dq=q.type, dk=k.type, dv=v.type)
-            for old, g in zip(op.operation.results, (new.dq, new.dk, new.dv)):
-                self.replace(old, g, lays[0])
-            op.operation.erase()
-            return
-        qh, kh, vh = self.heads_of(op, q, False, hq), self.heads_of(op, k, True, hq), self.heads_of(op, v, True, hq)
-        outh, douth = self.heads_of(op, out, False, hq), self.heads_of(op, dout, False, hq)
+        hq, hk = shape(q)[1], shape(k)[1]
+        qh, kh, vh, outh, douth = self.split_heads(op, hq, q, k, v, out, dout, kv=(False, True, True, False, False))
+        u = self.scheme.ulysses
         with ir.InsertionPoint(op), op.location:
-            new = AttentionGradOp(douth, qh, kh, vh, outh, lse, *self.attention_flags(op, kh, hq),
-                                  dq=qh.type, dk=kh.type, dv=vh.type)
-            grads = [self.a2a(new.dq, scatter=2, gather=1)]
-            for g, head in ((new.dk, kh), (new.dv, vh)):
-                back = self.a2a(g, scatter=2, gather=1)
+            if self.scheme.ring > 1:
+                new = RingAttentionGradOp(douth, qh, kh, vh, outh, lse, *self.attention_flags(op, kh, hq),
+                                          _str(self.ring_group), dq=qh.type, dk=kh.type, dv=vh.type)
+            else:
+                new = AttentionGradOp(douth, qh, kh, vh, outh, lse, *self.attention_flags(op, kh, hq),
+                                      dq=qh.type, dk=kh.type, dv=vh.type)
+            grads = [new.dq, new.dk, new.dv]
+            for i, head in enumerate((qh, kh, vh) if u > 1 else ()):
+                grads[i] = self.a2a(grads[i], scatter=2, gather=1, n=u, group=self.ulysses_group)
                 if self.kv_path[head] == "replicate":  # sum the repeated heads back into their KV head
-                    b, _, s, d = shape(back)
-                    split = aten("view", [back, int_list_value([b, hk, hq // hk, s, d])],
-                                 [with_shape(back.type, [b, hk, hq // hk, s, d])]).results[0]
-                    back = aten("sum.dim_IntList", [split, int_list_value([2]), const_bool(False), const_none()],
-                                [with_shape(back.type, [b, hk, s, d])]).results[0]
-                grads.append(back)
+                    b, _, s, d = shape(grads[i])
+                    split = aten("view", [grads[i], int_list_value([b, hk, hq // hk, s, d])],
+                                 [with_shape(grads[i].type, [b, hk, hq // hk, s, d])]).results[0]
+                    grads[i] = aten("sum.dim_IntList", [split, int_list_value([2]), const_bool(False), const_none()],
+                                    [with_shape(grads[i].type, [b, hk, s, d])]).results[0]
         for old, g in zip(op.operation.results, grads):
             self.replace(old, g, lays[0])
         op.operation.erase()
@@ -391,8 +410,8 @@ class PartitionSequence(Pass):
     sp: int = option(1, "sequence-parallel degree: the ranks that share one sequence", minimum=1)
     dp: int = option(1, "data-parallel degree: replicas with their own batches (world = sp x dp)", minimum=1)
     attention: str = option("auto", "ulysses (heads split by all-to-alls), ring (K/V blocks passed around the "
-                                    "ranks), or auto: ulysses where sp divides the heads, ring elsewhere",
-                            choices=ATTENTION)
+                                    "ranks), hybrid (ulysses x ring), or auto: the one that sends the fewest bytes",
+                            choices=MODES)
 
     def run(self, module_op) -> None:
         func = func_of(module_op)
@@ -402,4 +421,11 @@ class PartitionSequence(Pass):
         mesh = {"sp": ir.IntegerAttr.get(i64, self.sp), "dp": ir.IntegerAttr.get(i64, self.dp)}
         if part.order != "contiguous":
             mesh["order"] = ir.StringAttr.get(part.order)
+        if 1 < part.scheme.ulysses < self.sp:
+            mesh["ulysses"] = ir.IntegerAttr.get(i64, part.scheme.ulysses)
         module_op.attributes["sp.mesh"] = ir.DictAttr.get(mesh)
+        if part.costs:
+            f64 = ir.F64Type.get()
+            module_op.attributes["sp.attention"] = ir.DictAttr.get({
+                "scheme": ir.StringAttr.get(str(part.scheme)),
+                "bytes": ir.DictAttr.get({k: ir.FloatAttr.get(f64, v) for k, v in part.costs.items()})})

@@ -3,11 +3,17 @@ through torch.distributed (gloo on CPU, NCCL/RCCL when the tensors are on a GPU)
 
 Ranks are laid out sp-major inside a dp replica: rank = dp_index * sp + sp_index.
 
-The sequence order (program["mesh"]["order"]): "contiguous", rank i of the sp group holds block i of
-sp equal blocks; or "zigzag" (causal ring attention), the sequence is cut into 2 x sp chunks and rank
-i holds chunks i and 2 x sp - 1 - i, one early and one late, so that every rank does the same share
-of causal attention. shard_slice and halo follow the order; the all-to-alls and all-gathers of
-Ulysses attention assume contiguous blocks and refuse zigzag.
+Hybrid attention (program["mesh"]["ulysses"] = u, 1 < u < sp) splits each sp group into r = sp / u
+"ulysses" groups of u consecutive ranks (all-to-alls over heads) and u "ring" groups of r ranks
+(K/V blocks passed around): sp index s = ring index x u + ulysses index.
+
+The sequence order (program["mesh"]["order"]): "contiguous", rank s of the sp group holds block s of
+sp equal blocks; or "zigzag" (causal ring attention), the sequence is cut into 2 x r chunks, ring
+index i owns chunks i and 2 x r - 1 - i (one early, one late: every ring rank does the same share of
+causal attention), and a ulysses group's u ranks hold consecutive equal parts of those two chunks
+(r = sp without Ulysses: rank i holds chunks i and 2 x sp - 1 - i). shard_slice and halo over the sp
+group follow the order; the all-to-alls and all-gathers over the whole sp group (Ulysses attention
+alone) assume contiguous blocks and refuse zigzag.
 
 Trust: the mesh's groups carry a timeout (DEFAULT_TIMEOUT_S unless the caller asks), so a stalled or
 dead peer turns into a CollectiveError naming this rank, the collective, the group and the peers it
@@ -50,8 +56,9 @@ def _identity_over_one_rank(method: Callable) -> Callable:
 
 
 class Mesh:
-    def __init__(self, sp: int, dp: int, timeout_s: float = DEFAULT_TIMEOUT_S, order: str = "contiguous"):
-        self.sp, self.dp, self.order = sp, dp, order
+    def __init__(self, sp: int, dp: int, timeout_s: float = DEFAULT_TIMEOUT_S, order: str = "contiguous",
+                 ulysses: int = 1):
+        self.sp, self.dp, self.order, self.u = sp, dp, order, ulysses
         self.timeout_s = timeout_s
         if not dist.is_available() or not dist.is_initialized():
             if sp * dp != 1:
@@ -79,12 +86,43 @@ class Mesh:
             g = dist.new_group(ranks, timeout=timeout)
             if self.rank % sp == s:
                 self.groups["dp"], self.members["dp"] = g, ranks
+        if ulysses > 1:
+            for d in range(dp):
+                for ri in range(sp // ulysses):
+                    ranks = [d * sp + ri * ulysses + ui for ui in range(ulysses)]
+                    g = dist.new_group(ranks, timeout=timeout)
+                    if self.rank in ranks:
+                        self.groups["ulysses"], self.members["ulysses"] = g, ranks
+                for ui in range(ulysses):
+                    ranks = [d * sp + ri * ulysses + ui for ri in range(sp // ulysses)]
+                    g = dist.new_group(ranks, timeout=timeout)
+                    if self.rank in ranks:
+                        self.groups["ring"], self.members["ring"] = g, ranks
 
     def size(self, group: str) -> int:
-        return {"sp": self.sp, "dp": self.dp, "world": self.sp * self.dp}[group]
+        return {"sp": self.sp, "dp": self.dp, "world": self.sp * self.dp, "ulysses": self.u,
+                "ring": self.sp // self.u}[group]
 
     def index(self, group: str) -> int:
-        return {"sp": self.rank % self.sp, "dp": self.rank // self.sp, "world": self.rank}[group]
+        s = self.rank % self.sp
+        return {"sp": s, "dp": self.rank // self.sp, "world": self.rank, "ulysses": s % self.u,
+                "ring": s // self.u}[group]
+
+    def sequence_ranges(self, length: int, s: int) -> list[tuple[int, int]]:
+        """(start, length) of the pieces of a sequence of `length` that sp index s holds, in order."""
+        block = length // self.sp
+        if self.order == "contiguous":
+            return [(s * block, block)]
+        r, ri, ui = self.sp // self.u, s // self.u, s % self.u
+        c = length // (2 * r)
+        pieces, out, skip, need = [(ri * c, c), ((2 * r - 1 - ri) * c, c)], [], ui * block, block
+        for start, n in pieces:   # this rank's part of its ring index's two chunks
+            take = min(max(n - skip, 0), need)
+            if take:
+                out.append((start + max(skip, 0), take))
+                need -= take
+            skip -= n
+        return out
 
     # ------------------------------------------------------------------ failing together
     def _call(self, what: str, group: str, fn, *args, **kwargs):
@@ -143,7 +181,8 @@ class Mesh:
                                 "order is zigzag")
 
     def zigzag(self, group: str) -> bool:
-        return self.order == "zigzag" and group == "sp"
+        """Whether this group's ring attention sees its blocks as two zigzag chunks."""
+        return self.order == "zigzag" and group in ("sp", "ring")
 
     @_identity_over_one_rank
     def all_to_all(self, x: torch.Tensor, scatter_dim: int, gather_dim: int, group: str) -> torch.Tensor:
@@ -171,12 +210,11 @@ class Mesh:
 
     @_identity_over_one_rank
     def shard_slice(self, x: torch.Tensor, dim: int, group: str) -> torch.Tensor:
-        n, i = self.size(group), self.index(group)
-        if self.zigzag(group):
-            chunks = x.chunk(2 * n, dim)
-            return torch.cat([chunks[i], chunks[2 * n - 1 - i]], dim)
-        block = x.shape[dim] // n
-        return x.narrow(dim, i * block, block).contiguous()
+        if group == "sp":   # the sequence, in the mesh's order
+            return torch.cat([x.narrow(dim, a, n) for a, n in self.sequence_ranges(x.shape[dim], self.index("sp"))],
+                             dim)
+        block = x.shape[dim] // self.size(group)
+        return x.narrow(dim, self.index(group) * block, block).contiguous()
 
     def ring_pass(self, xs: list[torch.Tensor], what: str, group: str) -> Callable[[], list[torch.Tensor]]:
         """Start sending xs to the next rank of the group (in index order, wrapping) and receiving the
@@ -197,34 +235,30 @@ class Mesh:
         return wait
 
     def halo(self, x: torch.Tensor, dim: int, width: int, fill: float, group: str) -> torch.Tensor:
-        """out = x shifted left by `width` along dim across the group's shards; the end is `fill`."""
-        n = self.size(group)
-        if n > 1 and self.zigzag(group):
-            return self._zigzag_halo(x, dim, width, fill, group)
-        head = x.narrow(dim, 0, width)
-        if n == 1:
-            nxt = torch.full_like(head, fill)
-        else:
-            heads = [torch.empty_like(head.contiguous()) for _ in range(n)]
-            self._call("sp.halo", group, dist.all_gather, heads, head.contiguous())
-            i = self.index(group)
-            nxt = heads[i + 1] if i + 1 < n else torch.full_like(head, fill)
-        return torch.cat([x.narrow(dim, width, x.shape[dim] - width), nxt], dim)
-
-
-    def _zigzag_halo(self, x: torch.Tensor, dim: int, width: int, fill: float, group: str) -> torch.Tensor:
-        """halo over zigzag chunks: this rank's early chunk i is followed by chunk i + 1 (the next rank's
-        early chunk, or this rank's own late chunk after the last rank), its late chunk 2n - 1 - i by
-        chunk 2n - i (the previous rank's late chunk; rank 0's is the end of the sequence)."""
-        n, i = self.size(group), self.index(group)
-        early, late = x.chunk(2, dim)
-        heads = torch.cat([early.narrow(dim, 0, width), late.narrow(dim, 0, width)], dim).contiguous()
-        parts = [torch.empty_like(heads) for _ in range(n)]
-        self._call("sp.halo", group, dist.all_gather, parts, heads)
-        after_early = parts[i + 1].narrow(dim, 0, width) if i + 1 < n else late.narrow(dim, 0, width)
-        after_late = parts[i - 1].narrow(dim, width, width) if i > 0 else torch.full_like(after_early, fill)
-        rest = early.shape[dim] - width
-        return torch.cat([early.narrow(dim, width, rest), after_early, late.narrow(dim, width, rest), after_late], dim)
+        """out = x shifted left by `width` along dim across the group's shards (in the mesh's sequence
+        order); the end is `fill`. Every rank's pieces begin with elements some other piece needs: each
+        rank sends the heads of its pieces, and each piece takes the head of the piece that follows it."""
+        n, me = self.size(group), self.index(group)
+        length = x.shape[dim] * n
+        ranges = [self.sequence_ranges(length, s) if group == "sp" else [(s * x.shape[dim], x.shape[dim])]
+                  for s in range(n)]
+        mine, most = ranges[me], max(map(len, ranges))
+        offsets = [sum(k for _, k in mine[:j]) for j in range(len(mine))]
+        heads = torch.cat([x.narrow(dim, o, width) for o in offsets] +
+                          [x.narrow(dim, 0, width)] * (most - len(mine)), dim).contiguous()   # equal sizes
+        parts = [torch.empty_like(heads) for _ in range(n)] if n > 1 else [heads]
+        if n > 1:
+            self._call("sp.halo", group, dist.all_gather, parts, heads)
+        starts = {a: (s, j) for s in range(n) for j, (a, _) in enumerate(ranges[s])}
+        out = []
+        for (a, k), o in zip(mine, offsets):
+            out.append(x.narrow(dim, o + width, k - width))
+            if a + k == length:
+                out.append(torch.full_like(x.narrow(dim, 0, width), fill))
+            else:
+                s, j = starts[a + k]
+                out.append(parts[s].narrow(dim, j * width, width))
+        return torch.cat(out, dim)
 
 # the sp collectives by op name, as the executor calls them: (mesh, attrs, *inputs) -> output(s)
 COLLECTIVES = {

@@ -47,7 +47,8 @@ class CompiledModule(nn.Module):
         super().__init__()
         self.artifact = artifact
         prog = artifact.program
-        self.mesh = Mesh(prog["mesh"]["sp"], prog["mesh"]["dp"], timeout_s, prog["mesh"].get("order", "contiguous"))
+        mesh = prog["mesh"]
+        self.mesh = Mesh(mesh["sp"], mesh["dp"], timeout_s, mesh.get("order", "contiguous"), mesh.get("ulysses", 1))
         fwd, bwd = prog["programs"]["forward"], prog["programs"]["backward"]
         self.forward_program = Program(fwd, self.mesh, "forward program")
         self.backward_program = Program(bwd, self.mesh, "backward program")

@@ -32,7 +32,7 @@ ELEMENT_FACTOR = 4
 REQUIRED_FILES = ("program.json", "params.json", "plan.json")   # program.mlir is for people: checked if listed
 FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float64")
 MEMORY_FORMATS = ("contiguous_format", "preserve_format", "channels_last", "channels_last_3d")
-GROUPS = ("sp", "dp", "world")
+GROUPS = ("sp", "dp", "world", "ulysses", "ring")
 _NAME = re.compile(r"[^.\s/\\\x00-\x1f\x7f]+(?:\.[^.\s/\\\x00-\x1f\x7f]+)*")   # a module path (ModuleDict keys too)
 _COMPONENT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+=-]*")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -182,7 +182,8 @@ SHAPE = List(Int(0, MAX_DIM), max_len=16)
 DTYPE = Str(choices=DTYPES)
 REG = Int(0, MAX_REGISTERS)
 NAME = Str(max_len=1024, pattern=_NAME)
-MESH = Obj({"sp": Int(1, MAX_RANKS), "dp": Int(1, MAX_RANKS)}, {"order": Str(choices=("contiguous", "zigzag"))})
+MESH = Obj({"sp": Int(1, MAX_RANKS), "dp": Int(1, MAX_RANKS)},
+           {"order": Str(choices=("contiguous", "zigzag")), "ulysses": Int(2, MAX_RANKS)})
 
 
 _I64, _NUMBER, _SHORT = Int(-2 ** 63, MAX_INT), Num(), Str(max_len=64)

@@ -218,8 +218,9 @@ def compile(model: nn.Module, example_inputs: tuple[torch.Tensor, torch.Tensor],
     keep_ir: keep every stage's IR in the artifact (ir/<n>-<stage>.*).
     attention: how attention is sharded: "ulysses" (all-to-alls split the heads across the ranks; sp
     must divide the heads), "ring" (each rank keeps its block of the sequence and the K/V blocks
-    travel around the ranks, at KV-head width: any sp for any head count), or "auto" (default):
-    ulysses where sp divides the heads, ring elsewhere."""
+    travel around the ranks, at KV-head width: any sp for any head count), "hybrid" (ulysses over u
+    ranks x ring over r, u x r = sp), or "auto" (default): the scheme that sends the fewest bytes
+    (passes/attention_scheme.py)."""
     from autosp.passes import expand
     from autosp.passes.sp_partition_sequence import indivisible
 

@@ -31,7 +31,9 @@ def _count(program: dict, mesh: dict, out: dict) -> None:
         for r, s, d in zip(inst["out"], inst["shapes"], inst.get("dtypes", [None] * len(inst["out"]))):
             if s is not None:
                 shapes[r] = (s, d)
-    sizes = {"sp": mesh["sp"], "dp": mesh["dp"], "world": mesh["sp"] * mesh["dp"]}
+    u = mesh.get("ulysses", 1)
+    sizes = {"sp": mesh["sp"], "dp": mesh["dp"], "world": mesh["sp"] * mesh["dp"], "ulysses": u,
+             "ring": mesh["sp"] // u}
     for inst in program["instructions"]:
         if inst["op"] not in COLLECTIVES:
             continue
@@ -88,20 +90,29 @@ def _tiled(p: dict) -> list[str]:
     return lines or ["tiled        nothing"]
 
 
-def _attention(prog: dict) -> str:
-    """How attention is sharded, and why, from the forward program's attention ops."""
-    sp = prog["mesh"]["sp"]
-    for inst in prog["programs"]["forward"]["instructions"]:
-        if inst["op"] == "sp.ring_attention":
-            heads = inst["shapes"][0][1]
-            why = f"sp={sp} does not divide the {heads} heads" if heads % sp else "asked for"
-            shards = ("2 zigzag chunks of the sequence (i and 2 x sp - 1 - i: equal causal work)"
-                      if prog["mesh"].get("order") == "zigzag" else f"its 1/{sp} block of the sequence")
-            return f"attention    ring: each rank keeps {shards}, K/V blocks pass around the {sp} ranks ({why})"
-        if inst["op"] == "sp.attention":
-            heads = inst["shapes"][0][1] * sp
-            return f"attention    ulysses: all-to-alls split the {heads} heads over {sp} rank{'s' if sp > 1 else ''}"
-    return "attention    none"
+def _attention(prog: dict, plan: dict) -> list[str]:
+    """How attention is sharded, from the program's mesh and attention ops, and the bytes per rank per
+    step of the schemes the compiler weighed (plan.json's attention)."""
+    mesh, sp = prog["mesh"], prog["mesh"]["sp"]
+    u = mesh.get("ulysses", 1)
+    ops = {inst["op"] for inst in prog["programs"]["forward"]["instructions"]}
+    ring = "sp.ring_attention" in ops
+    if not ring and "sp.attention" not in ops:
+        return ["attention    none"]
+    if not ring:
+        text = f"ulysses: all-to-alls split the heads over {sp} rank{'s' if sp > 1 else ''}"
+    else:
+        r = sp // u
+        shards = ("2 zigzag chunks of the sequence (i and 2 x r - 1 - i: equal causal work)"
+                  if mesh.get("order") == "zigzag" else "a contiguous block of the sequence")
+        text = (f"hybrid {u} x {r}: all-to-alls split the heads over {u} ranks, and " if u > 1 else "ring: ") + \
+            f"each of {r} ring ranks keeps {shards}, K/V blocks pass around the ring"
+    weighed = plan.get("attention", {}).get("bytes", {})
+    lines = [f"attention    {text}"]
+    if weighed:
+        lines.append("             bytes per rank per step: " + ", ".join(
+            f"{k} {human(v)}" for k, v in sorted(weighed.items(), key=lambda kv: kv[1])))
+    return lines
 
 
 def _result_specs(program: dict) -> list[tuple[list[int], str]]:
@@ -123,7 +134,7 @@ def report(art: Artifact) -> str:
                                        for s in man.get("stages", [])),
              f"remat        {_remat(info, man.get('remat'))}: the forward saves {_saved(prog)} for the backward"
              + _recomputed(info),
-             _attention(prog),
+             *_attention(prog, info),
              *_tiled(info),
              "program      " + ", ".join(f"{name} {len(p['instructions'])} instructions"
                                          for name, p in prog["programs"].items())]

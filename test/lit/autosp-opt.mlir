@@ -14,7 +14,7 @@
 // LIST-NEXT: sp-partition-sequence {{ +}}shard the sequence across sp ranks: local shapes and collectives
 // LIST-NEXT:     sp=int, default 1: sequence-parallel degree: the ranks that share one sequence
 // LIST-NEXT:     dp=int, default 1: data-parallel degree: replicas with their own batches (world = sp x dp)
-// LIST-NEXT:     attention=str (auto | ulysses | ring), default auto: ulysses (heads split by all-to-alls), ring (K/V blocks passed around the ranks), or auto: ulysses where sp divides the heads, ring elsewhere
+// LIST-NEXT:     attention=str (auto | ulysses | ring | hybrid), default auto: ulysses (heads split by all-to-alls), ring (K/V blocks passed around the ranks), hybrid (ulysses x ring), or auto: the one that sends the fewest bytes
 // LIST-NEXT: sp-tile-sequence {{ +}}run the LM head + loss and the wide token-local regions (MLPs) in chunks of tokens (fwd and bwd)
 // LIST-NEXT:     chunks=int, default unset: token chunks per tiled region; unset: chosen from the shapes
 // LIST-NEXT: sp-plan-remat {{ +}}split the step into @forward/@backward; save or recompute per policy
@@ -28,7 +28,7 @@
 // LIST-NEXT: sp-pipeline {{ +}}the default pipeline: captured step -> partitioned, tiled @forward/@backward with a memory plan
 // LIST-NEXT:     sp=int, default 1: sequence-parallel degree
 // LIST-NEXT:     dp=int, default 1: data-parallel degree (world = sp x dp)
-// LIST-NEXT:     attention=str (auto | ulysses | ring), default auto: ulysses, ring, or auto: ulysses where sp divides the heads, ring elsewhere
+// LIST-NEXT:     attention=str (auto | ulysses | ring | hybrid), default auto: ulysses, ring, hybrid (ulysses x ring), or auto: the one that sends the fewest bytes
 // LIST-NEXT:     remat=str (none | full | sac | auto), default sac: what the forward saves for the backward
 // LIST-NEXT:     budget=Bytes, default unset: per-rank memory budget: remat=auto plans to fit it, the memory plan fails above it
 // LIST-NEXT:     tile=str, default auto: token chunks for the LM head + loss and the MLPs: auto, N, or 0 (off)
@@ -57,7 +57,7 @@
 // MIX:      // -----// IR Dump After CSEPass: cse //----- //
 // MIX-NEXT: func.func @second
 // Then the final output on stdout, one module per chunk, separated like the input.
-// MIX:      module attributes {sp.mesh = {dp = 1 : i64, sp = 2 : i64}} {
+// MIX:      module attributes {sp.attention = {{.*}}, sp.mesh = {dp = 1 : i64, sp = 2 : i64}} {
 // MIX-NEXT:   func.func @train_step
 // MIX-NOT:    torch.operator
 // MIX:        "sp.attention"

@@ -81,14 +81,14 @@ func.func @unknown_op(%x: !torch.vtensor<[2,8,4],f32>) -> !torch.vtensor<[2,8,4]
 // === collectives: group, reduction kind, dims, ranks, types
 
 func.func @group_name(%x: !torch.vtensor<[2,8,4],f32>) -> !torch.vtensor<[2,8,4],f32> {
-  // CHECK: {{.*}}sp-dialect-invalid.mlir:[[# @LINE + 1]]:8: error: 'sp.all_reduce' op group must be one of sp, dp, world, got 'tp'
+  // CHECK: {{.*}}sp-dialect-invalid.mlir:[[# @LINE + 1]]:8: error: 'sp.all_reduce' op group must be one of sp, dp, world, ulysses, ring, got 'tp'
   %0 = "sp.all_reduce"(%x) {op = "sum", group = "tp"} : (!torch.vtensor<[2,8,4],f32>) -> !torch.vtensor<[2,8,4],f32>
   return %0 : !torch.vtensor<[2,8,4],f32>
 }
 
 // -----
 func.func @group_name_halo(%x: !torch.vtensor<[2,8],si64>) -> !torch.vtensor<[2,8],si64> {
-  // CHECK: {{.*}}sp-dialect-invalid.mlir:[[# @LINE + 1]]:8: error: 'sp.halo' op group must be one of sp, dp, world, got 'SP'
+  // CHECK: {{.*}}sp-dialect-invalid.mlir:[[# @LINE + 1]]:8: error: 'sp.halo' op group must be one of sp, dp, world, ulysses, ring, got 'SP'
   %0 = "sp.halo"(%x) {dim = 1 : i64, width = 1 : i64, fill = -100.0 : f64, group = "SP"} : (!torch.vtensor<[2,8],si64>) -> !torch.vtensor<[2,8],si64>
   return %0 : !torch.vtensor<[2,8],si64>
 }
@@ -262,7 +262,7 @@ func.func @grad_shape(%q: !torch.vtensor<[2,4,8,16],f32>, %k: !torch.vtensor<[2,
 // === ring_attention / ring_attention_grad: the attention rules, and a group of the mesh
 
 func.func @ring_group(%q: !torch.vtensor<[2,4,8,16],f32>) {
-  // CHECK: {{.*}}sp-dialect-invalid.mlir:[[# @LINE + 1]]:12: error: 'sp.ring_attention' op group must be one of sp, dp, world, got 'tp'
+  // CHECK: {{.*}}sp-dialect-invalid.mlir:[[# @LINE + 1]]:12: error: 'sp.ring_attention' op group must be one of sp, dp, world, ulysses, ring, got 'tp'
   %o, %l = "sp.ring_attention"(%q, %q, %q) {causal = true, scale = 0.25 : f64, kv_groups = 1 : i64, group = "tp"} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>)
   return
 }

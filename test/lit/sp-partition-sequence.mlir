@@ -1,13 +1,16 @@
 // sp-partition-sequence{sp=2}: local (per-rank) types from the layouts of sp-propagate-sequence,
 // and the collectives: token inputs sliced, Ulysses all-to-alls around attention, the label shift
 // as sp.halo, the mean loss as a global token-weighted mean, partial values all-reduced.
-// RUN: %autosp-opt %s --split-input-file --pass-pipeline='builtin.module(sp-propagate-sequence,sp-partition-sequence{sp=2 dp=1})' | FileCheck %s
+// RUN: %autosp-opt %s --split-input-file --pass-pipeline='builtin.module(sp-propagate-sequence,sp-partition-sequence{sp=2 dp=1 attention=ulysses})' | FileCheck %s
 // With data parallelism the weight gradients are reduced over the world group and averaged over dp.
 // RUN: %autosp-opt %s --split-input-file --pass-pipeline='builtin.module(sp-propagate-sequence,sp-partition-sequence{sp=2 dp=2})' | FileCheck %s --check-prefix=DP2
 // attention=ring: q, k, v stay sequence-sharded (no all-to-all), K/V at KV-head width; the statistics
 // are sequence-sharded too, and the backward reads them as they are. A step without attention keeps
 // contiguous blocks.
 // RUN: %autosp-opt %s --split-input-file --pass-pipeline='builtin.module(sp-propagate-sequence,sp-partition-sequence{sp=2 dp=1 attention=ring})' | FileCheck %s --check-prefix=RING
+// attention=hybrid at sp=4: all-to-alls over the 2-rank ulysses groups split the heads (KV heads too),
+// ring attention over the 2-rank ring groups on the head-split values, the output back by all-to-all.
+// RUN: %autosp-opt %s --split-input-file --pass-pipeline='builtin.module(sp-propagate-sequence,sp-partition-sequence{sp=4 dp=1 attention=hybrid})' | FileCheck %s --check-prefix=HYBRID
 // On one rank every collective is an identity and is folded away (sp.halo stays: it shifts).
 // RUN: %autosp-opt %s --split-input-file --pass-pipeline='builtin.module(sp-propagate-sequence,sp-partition-sequence{sp=1 dp=1})' | FileCheck %s --check-prefix=ONE
 
@@ -70,11 +73,18 @@ func.func @tokens(%emb: !torch.vtensor<[32,16],f32>, %w: !torch.vtensor<[16,8],f
 // CHECK-NEXT:    %[[R:[0-9]+]] = "sp.all_reduce"(%[[S]]) {group = "sp", op = "sum"}
 // CHECK-NEXT:    return %[[R]]
 // Causal ring attention on a sequence of 2 x sp chunks puts it in zigzag order (runtime/collectives.py).
-// RING:        module attributes {sp.mesh = {dp = 1 : i64, order = "zigzag", sp = 2 : i64}}
+// RING:        module attributes {sp.attention = {{.*}}scheme = "ring 2"}, sp.mesh = {dp = 1 : i64, order = "zigzag", sp = 2 : i64}}
 // RING-LABEL:  func.func @attention
 // RING-NOT:      sp.all_to_all
 // RING:          %[[A:[0-9]+]]:2 = "sp.ring_attention"(%{{[0-9]+}}, %{{[0-9]+}}, %{{[0-9]+}}) {causal = true, group = "sp", kv_groups = 2 : i64, scale = 5.000000e-01 : f64} : (!torch.vtensor<[2,4,4,4],f32>, !torch.vtensor<[2,2,4,4],f32>, !torch.vtensor<[2,2,4,4],f32>) -> (!torch.vtensor<[2,4,4,4],f32>, !torch.vtensor<[2,4,4],f32>)
 // RING-NEXT:     torch.aten.sum %[[A]]#0, %none
+// HYBRID:        module attributes {sp.attention = {bytes = {"hybrid 2x2" = {{.*}} : f64, "ring 4" = {{.*}} : f64, "ulysses 4" = {{.*}} : f64}, scheme = "hybrid 2x2"}, sp.mesh = {dp = 1 : i64, order = "zigzag", sp = 4 : i64, ulysses = 2 : i64}}
+// HYBRID-LABEL:  func.func @attention
+// HYBRID:          %[[QH:[0-9]+]] = "sp.all_to_all"(%{{[0-9]+}}) {gather_dim = 2 : i64, group = "ulysses", scatter_dim = 1 : i64} : (!torch.vtensor<[2,4,2,4],f32>) -> !torch.vtensor<[2,2,4,4],f32>
+// HYBRID-NEXT:     %[[KH:[0-9]+]] = "sp.all_to_all"(%{{[0-9]+}}) {gather_dim = 2 : i64, group = "ulysses", scatter_dim = 1 : i64} : (!torch.vtensor<[2,2,2,4],f32>) -> !torch.vtensor<[2,1,4,4],f32>
+// HYBRID-NEXT:     %[[VH:[0-9]+]] = "sp.all_to_all"(%{{[0-9]+}}) {gather_dim = 2 : i64, group = "ulysses", scatter_dim = 1 : i64}
+// HYBRID-NEXT:     %[[A:[0-9]+]]:2 = "sp.ring_attention"(%[[QH]], %[[KH]], %[[VH]]) {causal = true, group = "ring", kv_groups = 2 : i64, scale = 5.000000e-01 : f64} : {{.*}} -> (!torch.vtensor<[2,2,4,4],f32>, !torch.vtensor<[2,2,4],f32>)
+// HYBRID-NEXT:     "sp.all_to_all"(%[[A]]#0) {gather_dim = 1 : i64, group = "ulysses", scatter_dim = 2 : i64} : (!torch.vtensor<[2,2,4,4],f32>) -> !torch.vtensor<[2,4,2,4],f32>
 // ONE-LABEL:   func.func @attention
 // ONE-NOT:       sp.all_to_all
 // ONE:           %[[A:[0-9]+]]:2 = "sp.attention"(%{{[0-9]+}}, %{{[0-9]+}}, %{{[0-9]+}}) {{.*}} -> (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8],f32>)

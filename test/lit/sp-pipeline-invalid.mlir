@@ -7,6 +7,7 @@
 // RUN: not %autosp-opt %S/Inputs/tiny-llama-step.mlir --pass-pipeline='builtin.module(sp-pipeline{sp=3})' 2>&1 | FileCheck %s --check-prefix=UNEVEN
 // RUN: not %autosp-opt %S/Inputs/tiny-llama-step.mlir --pass-pipeline='builtin.module(sp-pipeline{sp=4 attention=ulysses})' 2>&1 | FileCheck %s --check-prefix=HEADS
 // RUN: not %autosp-opt %S/Inputs/tiny-llama-step.mlir --pass-pipeline='builtin.module(sp-pipeline{attention=zigzag})' 2>&1 | FileCheck %s --check-prefix=SCHEME
+// RUN: not %autosp-opt %S/Inputs/tiny-llama-step.mlir --pass-pipeline='builtin.module(sp-pipeline{sp=2 attention=hybrid})' 2>&1 | FileCheck %s --check-prefix=HYBRID
 // RUN: not %autosp-opt %S/Inputs/tiny-llama-step.mlir --pass-pipeline='builtin.module(sp-pipeline{remat=auto budget=1KiB})' 2>&1 | FileCheck %s --check-prefix=OVER
 
 // NOBUDGET: tiny-llama-step.mlir: error: sp-pipeline: remat=auto needs budget=BYTES (e.g. budget=12GiB)
@@ -16,5 +17,6 @@
 // UNKNOWN: tiny-llama-step.mlir: error: sp-pipeline: unknown option 'ranks' (options: attention, bucket, budget, dp, remat, sp, tile)
 // UNEVEN: error: sp-partition-sequence: sequence length 8 is not divisible by sp=3: each rank must hold the same number of tokens (try 6 or 9)
 // HEADS: loc("model.layers.0.self_attn"("tiny_llama.py":61:0)): error: sp-partition-sequence: attention has 2 heads, which sp=4 does not divide (Ulysses splits heads across ranks; attention=ring or auto passes K/V blocks around the ranks instead)
-// SCHEME: tiny-llama-step.mlir: error: sp-pipeline: attention='zigzag' is not one of auto, ulysses, ring
+// SCHEME: tiny-llama-step.mlir: error: sp-pipeline: attention='zigzag' is not one of auto, ulysses, ring, hybrid
+// HYBRID: loc("model.layers.0.self_attn"("tiny_llama.py":61:0)): error: sp-partition-sequence: attention=hybrid needs ulysses x ring = sp=2 with 1 < ulysses < 2 dividing the 2 heads; there is none
 // OVER: error: sp-plan-remat: no remat plan fits the budget 1.0 KiB: the smallest predicted peak is {{.*}} KiB per rank (policy sac)

@@ -56,19 +56,24 @@ def test_mqa_tied_kv_replicated(compile_to):
     _check(verify(compile_to(spec, sp=2, seq=32), spec, nproc=2, steps=1), steps=1)
 
 
-@pytest.mark.parametrize("model,sp,attention,seq,order", [
-    ("builtin:tiny-llama", 3, "auto", 24, "zigzag"),   # 4 heads, 2 KV heads on 3 ranks: auto takes the ring
-    ("builtin:tiny-llama", 3, "auto", 27, "contiguous"),  # 27 tokens do not cut into 6 zigzag chunks
-    ("llama", 2, "ring", 16, "zigzag"),                # asked for where Ulysses would do
-    ("py:models:tiny_llama_tied", 4, "ring", 32, "zigzag"),  # one KV head travels as it is
-    ("qwen2", 8, "auto", 16, "zigzag"),                # more ranks than heads: 2 chunks of 1 token each
+@pytest.mark.parametrize("model,sp,attention,seq,scheme,order", [
+    # 4 heads, 2 KV heads on 3 ranks: only the ring fits
+    ("builtin:tiny-llama", 3, "auto", 24, "ring 3", "zigzag"),
+    ("builtin:tiny-llama", 3, "auto", 27, "ring 3", "contiguous"),   # 27 tokens: no 6 zigzag chunks
+    ("llama", 2, "ring", 16, "ring 2", "zigzag"),                     # asked for where Ulysses would do
+    ("py:models:tiny_llama_tied", 4, "ring", 32, "ring 4", "zigzag"),  # one KV head travels as it is
+    ("builtin:tiny-llama", 4, "hybrid", 32, "hybrid 2x2", "zigzag"),  # asked for
+    ("builtin:tiny-llama", 6, "auto", 24, "hybrid 2x3", "zigzag"),    # the fewest bytes
+    ("qwen2", 8, "auto", 16, "hybrid 2x4", "zigzag"),                 # more ranks than heads
 ])
-def test_ring_attention(model, sp, attention, seq, order, hf_dir, compile_to):
-    """Ring attention: each rank keeps its shard of the sequence (zigzag chunks for causal balance
-    where the sequence cuts into 2 x sp chunks) and the K/V blocks (at KV-head width) pass around the
-    ranks; any sp for any head count."""
+def test_attention_schemes(model, sp, attention, seq, scheme, order, hf_dir, compile_to):
+    """Ring attention (each rank keeps its shard of the sequence, zigzag chunks for causal balance
+    where the sequence cuts into 2 x r chunks, K/V blocks at KV-head width pass around the ranks) and
+    hybrid Ulysses x ring: any sp for any head count."""
     spec = spec_for(model, hf_dir)
     path = compile_to(spec, sp, seq=seq, attention=attention)
     with open(f"{path}/program.json") as f:
         assert json.load(f)["mesh"].get("order", "contiguous") == order
+    with open(f"{path}/plan.json") as f:
+        assert json.load(f)["attention"]["scheme"] == scheme
     _check(verify(path, spec, nproc=sp, steps=2), steps=2)

@@ -24,7 +24,7 @@ def test_keep_ir_writes_one_file_per_stage(tmp_path):
     assert "func.func @train_step" in ir["ir/1-import.mlir"] and "\"sp.attention\"" not in ir["ir/1-import.mlir"]
     assert ir["ir/2-sp.mlir"] == art.mlir and "@backward" in ir["ir/2-sp.mlir"]
     assert json.loads(ir["ir/3-host.json"]) == art.program
-    assert manifest["pipeline"] == "sp-pipeline{sp=2}" and manifest["passes"][2] == "sp-partition-sequence{sp=2 dp=1}"
+    assert manifest["pipeline"] == "sp-pipeline{sp=2}" and manifest["passes"][2] == "sp-partition-sequence{sp=2 dp=1 attention=auto}"
     assert set(art.timings) == {"capture", "import", "sp", "host"}
 
 

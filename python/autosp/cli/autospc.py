@@ -178,9 +178,10 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--batch", type=_count, default=1, help="sequences per step (per dp replica)")
     c.add_argument("--sp", type=_count, default=1, help="sequence-parallel degree")
     c.add_argument("--dp", type=_count, default=1, help="data-parallel degree (world = sp x dp)")
-    c.add_argument("--attention", choices=["auto", "ulysses", "ring"], default="auto",
+    c.add_argument("--attention", choices=["auto", "ulysses", "ring", "hybrid"], default="auto",
                    help="ulysses: all-to-alls split the heads (sp must divide them); ring: K/V blocks travel "
-                        "around the ranks (any sp); auto: ulysses where sp divides the heads, ring elsewhere")
+                        "around the ranks (any sp); hybrid: ulysses x ring; auto: the one that sends the fewest "
+                        "bytes")
     c.add_argument("--remat", choices=["none", "full", "sac", "auto"], default="sac",
                    help="what the forward saves for the backward (sac: sequence-aware; auto: the per-value "
                         "plan with the least recompute that fits --memory-budget)")
