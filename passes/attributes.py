@@ -41,7 +41,7 @@ ATTRIBUTES = {a.name: a for a in (
     Attribute("sp.mesh", "module", ("sp-partition-sequence",), ("sp-tile-sequence", "host-program"),
               "{sp, dp[, order][, ulysses]}: the degrees the step was partitioned for, the sequence order "
               "(zigzag for causal ring attention) and the ulysses part of hybrid attention"),
-    Attribute("sp.attention", "module", ("sp-partition-sequence",), ("artifact",),
+    Attribute("sp.attention_scheme", "module", ("sp-partition-sequence",), ("artifact",),
               "{scheme, bytes: {scheme: bytes per rank per step}}: the attention scheme and its alternatives"),
     Attribute("sp.tiles", "module", ("sp-tile-sequence",), ("artifact",),
               "what was tiled: [{kind, loc, chunks, tokens, width}]"),

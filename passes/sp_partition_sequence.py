@@ -426,6 +426,6 @@ class PartitionSequence(Pass):
         module_op.attributes["sp.mesh"] = ir.DictAttr.get(mesh)
         if part.costs:
             f64 = ir.F64Type.get()
-            module_op.attributes["sp.attention"] = ir.DictAttr.get({
+            module_op.attributes["sp.attention_scheme"] = ir.DictAttr.get({
                 "scheme": ir.StringAttr.get(str(part.scheme)),
                 "bytes": ir.DictAttr.get({k: ir.FloatAttr.get(f64, v) for k, v in part.costs.items()})})

@@ -36,7 +36,7 @@ def plan(module: ir.Module, program: dict, remat: str) -> dict:
     saved = [a for a in program["programs"]["backward"]["args"] if a["role"] == "saved"]
     auto = _dict(ir.DictAttr(attrs["sp.remat_auto"])) if "sp.remat_auto" in attrs else {}
     tiled = [_dict(ir.DictAttr(t)) for t in ir.ArrayAttr(attrs["sp.tiles"])] if "sp.tiles" in attrs else []
-    attention = _dict(ir.DictAttr(attrs["sp.attention"])) if "sp.attention" in attrs else {}
+    attention = _dict(ir.DictAttr(attrs["sp.attention_scheme"])) if "sp.attention_scheme" in attrs else {}
     recomputed = next((_dict(ir.DictAttr(f.attributes["sp.recomputed"])) for f in funcs_of(module)
                        if "sp.recomputed" in f.attributes), {})
     return {"remat": remat, "memory": memory, "timeline": timeline, **({"auto": auto} if auto else {}),

@@ -57,7 +57,7 @@
 // MIX:      // -----// IR Dump After CSEPass: cse //----- //
 // MIX-NEXT: func.func @second
 // Then the final output on stdout, one module per chunk, separated like the input.
-// MIX:      module attributes {sp.attention = {{.*}}, sp.mesh = {dp = 1 : i64, sp = 2 : i64}} {
+// MIX:      module attributes {sp.attention_scheme = {{.*}}, sp.mesh = {dp = 1 : i64, sp = 2 : i64}} {
 // MIX-NEXT:   func.func @train_step
 // MIX-NOT:    torch.operator
 // MIX:        "sp.attention"

@@ -73,12 +73,12 @@ func.func @tokens(%emb: !torch.vtensor<[32,16],f32>, %w: !torch.vtensor<[16,8],f
 // CHECK-NEXT:    %[[R:[0-9]+]] = "sp.all_reduce"(%[[S]]) {group = "sp", op = "sum"}
 // CHECK-NEXT:    return %[[R]]
 // Causal ring attention on a sequence of 2 x sp chunks puts it in zigzag order (runtime/collectives.py).
-// RING:        module attributes {sp.attention = {{.*}}scheme = "ring 2"}, sp.mesh = {dp = 1 : i64, order = "zigzag", sp = 2 : i64}}
+// RING:        module attributes {sp.attention_scheme = {{.*}}scheme = "ring 2"}, sp.mesh = {dp = 1 : i64, order = "zigzag", sp = 2 : i64}}
 // RING-LABEL:  func.func @attention
 // RING-NOT:      sp.all_to_all
 // RING:          %[[A:[0-9]+]]:2 = "sp.ring_attention"(%{{[0-9]+}}, %{{[0-9]+}}, %{{[0-9]+}}) {causal = true, group = "sp", kv_groups = 2 : i64, scale = 5.000000e-01 : f64} : (!torch.vtensor<[2,4,4,4],f32>, !torch.vtensor<[2,2,4,4],f32>, !torch.vtensor<[2,2,4,4],f32>) -> (!torch.vtensor<[2,4,4,4],f32>, !torch.vtensor<[2,4,4],f32>)
 // RING-NEXT:     torch.aten.sum %[[A]]#0, %none
-// HYBRID:        module attributes {sp.attention = {bytes = {"hybrid 2x2" = {{.*}} : f64, "ring 4" = {{.*}} : f64, "ulysses 4" = {{.*}} : f64}, scheme = "hybrid 2x2"}, sp.mesh = {dp = 1 : i64, order = "zigzag", sp = 4 : i64, ulysses = 2 : i64}}
+// HYBRID:        module attributes {sp.attention_scheme = {bytes = {"hybrid 2x2" = {{.*}} : f64, "ring 4" = {{.*}} : f64, "ulysses 4" = {{.*}} : f64}, scheme = "hybrid 2x2"}, sp.mesh = {dp = 1 : i64, order = "zigzag", sp = 4 : i64, ulysses = 2 : i64}}
 // HYBRID-LABEL:  func.func @attention
 // HYBRID:          %[[QH:[0-9]+]] = "sp.all_to_all"(%{{[0-9]+}}) {gather_dim = 2 : i64, group = "ulysses", scatter_dim = 1 : i64} : (!torch.vtensor<[2,4,2,4],f32>) -> !torch.vtensor<[2,2,4,4],f32>
 // HYBRID-NEXT:     %[[KH:[0-9]+]] = "sp.all_to_all"(%{{[0-9]+}}) {gather_dim = 2 : i64, group = "ulysses", scatter_dim = 1 : i64} : (!torch.vtensor<[2,2,2,4],f32>) -> !torch.vtensor<[2,1,4,4],f32>

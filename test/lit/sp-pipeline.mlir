@@ -9,7 +9,7 @@
 // RUN: %autosp-opt %S/Inputs/tiny-llama-step.mlir --pass-pipeline='builtin.module(sp-pipeline{sp=2})' --emit=host-program | FileCheck %s --check-prefix=HOST
 
 // Partitioned for 2 ranks, the MLP tiled, the memory plan made; one @forward and one @backward.
-// CHECK: module attributes {sp.attention = {bytes = {"ring 2" = {{.*}}, "ulysses 2" = {{.*}}}, scheme = "ulysses 2"}, sp.memory = {{{.*}}predicted_peak_bytes = {{[0-9]+}} : i64
+// CHECK: module attributes {sp.attention_scheme = {bytes = {"ring 2" = {{.*}}, "ulysses 2" = {{.*}}}, scheme = "ulysses 2"}, sp.memory = {{{.*}}predicted_peak_bytes = {{[0-9]+}} : i64
 // CHECK-SAME: sp.mesh = {dp = 1 : i64, sp = 2 : i64}
 // CHECK-SAME: sp.tiles = [{chunks = 4 : i64, kind = "mlp", module = "model.layers.0.mlp", tokens = 4 : i64, width = 32 : i64}]
 // CHECK: func.func @forward(
@@ -25,7 +25,7 @@
 // CHECK-NOT: func.func @train_step
 
 // remat=auto with a roomy budget saves everything; tile=0 leaves the MLP whole.
-// AUTO: module attributes {sp.attention = {{.*}}, sp.memory = {{{.*}}}, sp.mesh = {dp = 1 : i64, sp = 2 : i64}, sp.remat_auto = {budget_bytes = 1073741824 : i64, chosen = "none"
+// AUTO: module attributes {sp.attention_scheme = {{.*}}, sp.memory = {{{.*}}}, sp.mesh = {dp = 1 : i64, sp = 2 : i64}, sp.remat_auto = {budget_bytes = 1073741824 : i64, chosen = "none"
 // AUTO-NOT: sp.tiles
 // AUTO: sp.remat = "none"
 
