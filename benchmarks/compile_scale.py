@@ -51,10 +51,8 @@ def compile_once(layers: int, seq_len: int, sp: int, batch: int) -> dict:
 
     import autosp
 
-    config = transformers.LlamaConfig(
-        vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=layers,
-        num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=131072,
-        rope_theta=500000.0, rms_norm_eps=1e-5, tie_word_embeddings=False, attn_implementation="sdpa")
+    from llama8b import LLAMA_8B
+    config = transformers.LlamaConfig(num_hidden_layers=layers, **LLAMA_8B)
     with autosp.empty_weights():
         model = transformers.LlamaForCausalLM(config)
     ids = torch.zeros(batch, seq_len, dtype=torch.long)

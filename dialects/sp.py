@@ -44,6 +44,14 @@ def _int(op, name: str) -> int | None:
     return ir.IntegerAttr(a).value if isinstance(a, ir.IntegerAttr) else None
 
 
+def _flag(op, name: str) -> bool | None:
+    """An i1 attribute (true / false print as BoolAttr)."""
+    a = _attr(op, name)
+    if isinstance(a, ir.BoolAttr):
+        return ir.BoolAttr(a).value
+    return bool(ir.IntegerAttr(a).value) if isinstance(a, ir.IntegerAttr) else None
+
+
 def _str(op, name: str) -> str | None:
     a = _attr(op, name)
     return ir.StringAttr(a).value if isinstance(a, ir.StringAttr) else None
@@ -94,6 +102,7 @@ class AttentionOp(SP.Operation, name="attention", traits=[Pure]):
     causal: ir.IntegerAttr   # i1
     scale: ir.FloatAttr
     kv_groups: ir.IntegerAttr
+    window: ir.IntegerAttr   # i64: each query attends to the `window` positions up to its own; 0: no window
     out: Result[Any]
     lse: Result[Any]
 
@@ -115,6 +124,7 @@ class AttentionGradOp(SP.Operation, name="attention_grad", traits=[Pure]):
     causal: ir.IntegerAttr
     scale: ir.FloatAttr
     kv_groups: ir.IntegerAttr
+    window: ir.IntegerAttr
     dq: Result[Any]
     dk: Result[Any]
     dv: Result[Any]
@@ -134,6 +144,7 @@ class RingAttentionOp(SP.Operation, name="ring_attention", traits=[Pure]):
     causal: ir.IntegerAttr   # i1
     scale: ir.FloatAttr
     kv_groups: ir.IntegerAttr
+    window: ir.IntegerAttr
     group: ir.StringAttr
     out: Result[Any]
     lse: Result[Any]
@@ -157,6 +168,7 @@ class RingAttentionGradOp(SP.Operation, name="ring_attention_grad", traits=[Pure
     causal: ir.IntegerAttr
     scale: ir.FloatAttr
     kv_groups: ir.IntegerAttr
+    window: ir.IntegerAttr
     group: ir.StringAttr
     dq: Result[Any]
     dk: Result[Any]
@@ -187,6 +199,11 @@ def _verify_attention(op, q: ir.Value, k: ir.Value, v: ir.Value) -> bool:
         return _fail(op, f"scale must be positive, got {ir.FloatAttr(scale).value}")
     if groups is not None and groups < 1:
         return _fail(op, f"kv_groups must be >= 1, got {groups}")
+    window = _int(op, "window")
+    if window is not None and window < 0:
+        return _fail(op, f"window must be >= 0 (0: none), got {window}")
+    if window and _flag(op, "causal") is False:
+        return _fail(op, f"a window ({window}) needs causal attention")
     if qs is None or ks is None or vs is None:
         return True
     if not len(qs) == len(ks) == len(vs) == 4:

@@ -21,7 +21,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from autosp.runtime.artifact import ALLOWED_ATEN
 
-from .attention_op import AttentionCapture
+from .attention_op import AttentionCapture, hf_attention
 from .errors import CaptureError, CompileError, user_frame, user_source
 
 _MATMULS = {torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.bmm, torch.einsum,
@@ -197,20 +197,30 @@ def _restore_locations(gm: torch.fx.GraphModule, log: list[tuple[str, tuple[str,
 
 
 @contextlib.contextmanager
-def _hf_compat() -> Iterator[None]:
-    """transformers probes position_ids for packed sequences with a data-dependent branch; a
-    training step built from (input_ids, labels) has none, so answer that statically."""
+def _hf_compat(model: nn.Module) -> Iterator[None]:
+    """transformers, while the step is captured: attention through the implementation "autosp"
+    (attention_op.hf_attention, which keeps sliding windows; transformers builds no mask for an
+    implementation without one) instead of "sdpa"; and a training step built from (input_ids, labels)
+    has no packed sequences, which transformers probes with a data-dependent branch."""
     try:
+        import transformers
         import transformers.masking_utils as mu
     except ImportError:
         yield
         return
+    transformers.AttentionInterface.register("autosp", hf_attention)
+    configs = {id(c): c for m in model.modules() if (c := getattr(m, "config", None)) is not None
+               and getattr(c, "_attn_implementation", None) == "sdpa"}
     saved = mu.find_packed_sequence_indices
     mu.find_packed_sequence_indices = lambda position_ids: None
     try:
+        for c in configs.values():
+            c._attn_implementation = "autosp"
         yield
     finally:
         mu.find_packed_sequence_indices = saved
+        for c in configs.values():
+            c._attn_implementation = "sdpa"
 
 
 def capture_train_step(model: nn.Module, batch: int, seq_len: int, precision: str = "fp32") -> CapturedStep:
@@ -252,7 +262,7 @@ def capture_train_step(model: nn.Module, batch: int, seq_len: int, precision: st
     model.train()
     try:
         with torch.nn.utils.stateless._reparametrize_module(model, swap, tie_weights=True), \
-                _hf_compat(), warnings.catch_warnings():
+                _hf_compat(model), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             with _StepMode(model, seq_len) as mode, fake_mode, _OpCheck(mode) as check:
                 step(ids, labels)

@@ -24,6 +24,7 @@ class TinyLlamaConfig:
     rope_theta: float = 10000.0
     rms_norm_eps: float = 1e-6
     tie_word_embeddings: bool = False
+    is_causal: bool = True         # False: every position attends to every other
 
 
 class RMSNorm(nn.Module):
@@ -44,7 +45,7 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 class Attention(nn.Module):
     def __init__(self, c: TinyLlamaConfig):
         super().__init__()
-        self.h, self.kvh = c.num_attention_heads, c.num_key_value_heads
+        self.h, self.kvh, self.causal = c.num_attention_heads, c.num_key_value_heads, c.is_causal
         self.hd = c.hidden_size // c.num_attention_heads
         self.q_proj = nn.Linear(c.hidden_size, self.h * self.hd, bias=False)
         self.k_proj = nn.Linear(c.hidden_size, self.kvh * self.hd, bias=False)
@@ -58,7 +59,7 @@ class Attention(nn.Module):
         v = self.v_proj(x).view(b, s, self.kvh, self.hd).transpose(1, 2)
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
-        a = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=self.kvh != self.h)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal, enable_gqa=self.kvh != self.h)
         return self.o_proj(a.transpose(1, 2).reshape(b, s, -1))
 
 

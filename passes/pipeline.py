@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from .base import Bytes, OptionError, PipelinePass, option
 from .sp_coalesce_collectives import DEFAULT_BUCKET
-from .attention_scheme import MODES
+from .attention_scheme import MODE_HELP, mode_error
 from .sp_plan_remat import POLICIES
 
 DEFAULT_REMAT = "sac"
@@ -19,16 +19,19 @@ class SpPipeline(PipelinePass):
     name: ClassVar[str] = "sp-pipeline"
     sp: int = option(1, "sequence-parallel degree", minimum=1)
     dp: int = option(1, "data-parallel degree (world = sp x dp)", minimum=1)
-    attention: str = option("auto", "ulysses, ring, hybrid (ulysses x ring), or auto: the one that sends the "
-                                    "fewest bytes", choices=MODES)
+    attention: str = option("auto", MODE_HELP)
     remat: str = option(DEFAULT_REMAT, "what the forward saves for the backward", choices=POLICIES)
     budget: Bytes | None = option(None, "per-rank memory budget: remat=auto plans to fit it, the memory plan "
                                         "fails above it", minimum=1)
     tile: str = option("auto", "token chunks for the LM head + loss and the MLPs: auto, N, or 0 (off)")
+    length: int = option(0, "the sequence length the step takes, when it was captured padded to a multiple of "
+                            "2 x sp (0: as captured)", minimum=0)
     bucket: Bytes = option(DEFAULT_BUCKET, "the most bytes one packed collective carries; 0: one collective each",
                            minimum=0)
 
     def validate(self) -> None:
+        if mode_error(self.attention, self.sp):
+            raise OptionError(f"{self.name}: {mode_error(self.attention, self.sp)}")
         if self.remat == "auto" and self.budget is None:
             raise OptionError(f"{self.name}: remat=auto needs budget=BYTES (e.g. budget=12GiB)")
         if self.tile != "auto" and not self.tile.isdigit():
@@ -41,6 +44,7 @@ class SpPipeline(PipelinePass):
             "sp-propagate-sequence",                             # layouts: rep / partial / seq<d>
             f"sp-partition-sequence{{sp={self.sp} dp={self.dp} attention={self.attention}}}",  # local shapes +
                                                                  # collectives
+            *([f"sp-pad-sequence{{length={self.length}}}"] if self.length else []),  # inputs padded inside
             "canonicalize",
             "cse",
             *tile,                                               # LM head + loss and MLPs in token chunks

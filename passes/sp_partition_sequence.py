@@ -2,7 +2,8 @@
 
 Reads the layouts of sp-propagate-sequence. Every value gets its local type (seq dims / P), shape
 constants follow, and the collectives are inserted: Ulysses all-to-alls around attention (K/V at
-KV-head width when kv_heads % P == 0, replicated locally otherwise), the label shift as `sp.halo`,
+KV-head width; with fewer KV heads than ranks each KV head is repeated just enough that every rank
+receives the heads its query heads read), the label shift as `sp.halo`,
 the loss as a token-weighted global mean, partial sums all-reduced where a replicated value is
 needed, weight gradients all-reduced (averaged over dp, as DDP does). Options: sp=P dp=D.
 Collectives over a group of one rank are then folded away (their result is their operand): at sp=1
@@ -17,12 +18,12 @@ from typing import ClassVar
 
 from torch_mlir import ir
 
-from autosp.dialects.sp import AllGatherOp, AllReduceOp, AllToAllOp, AttentionGradOp, AttentionOp, HaloOp, \
+from autosp.dialects.sp import AllReduceOp, AllToAllOp, AttentionGradOp, AttentionOp, HaloOp, \
     RingAttentionGradOp, RingAttentionOp, ShardSliceOp
 from .aten_call import ELEMENT_TYPES, meta_shapes
-from .attention_scheme import MODES, Scheme, bytes_sent, candidates, choose
+from .attention_scheme import MODE_HELP, Scheme, bytes_sent, candidates, choose, forced, mode_error
 from .attributes import func_attr
-from .base import Pass, PassError, option
+from .base import OptionError, Pass, PassError, option
 from .layouts import REP, Layout, local_shape, seq
 from .ops import A, COLLECTIVES, IDENTITY, NO_EFFECT, RESHAPE, SHARD_SLICE
 from .sp_propagate_sequence import INT64_MAX
@@ -50,7 +51,7 @@ class Partitioner:
         self.layout: dict[ir.Value, Layout] = {}
         self.converted: dict[tuple[ir.Value, str], ir.Value] = {}
         self.heads: dict[ir.Value, ir.Value] = {}      # seq-sharded value -> its head-sharded form
-        self.kv_path: dict[ir.Value, str] = {}          # head-sharded K/V -> "a2a" | "replicate"
+        self.kv_repeat: dict[ir.Value, int] = {}        # head-sharded K/V -> times each KV head was repeated
 
     # ------------------------------------------------------------------ building blocks
     def after_def(self, v: ir.Value) -> ir.InsertionPoint:
@@ -226,11 +227,15 @@ class Partitioner:
         heads = [shape(op.operation.operands[0])[1] for op in ops]
         options = candidates(self.attention, self.p, heads)
         if not options:
-            op, h = next((op, h) for op, h in zip(ops, heads) if h % self.p or self.attention == "hybrid")
+            op, h = next((op, h) for op, h in zip(ops, heads) if h % self.p or self.attention != "ulysses")
             if self.attention == "ulysses":
                 raise PassError(f"attention has {h} heads, which sp={self.p} does not divide (Ulysses splits "
                                 "heads across ranks; attention=ring or auto passes K/V blocks around the ranks "
                                 "instead)", op.location)
+            if (f := forced(self.attention)) is not None:
+                op, h = next((op, h) for op, h in zip(ops, heads) if h % f.ulysses)
+                raise PassError(f"attention={self.attention}: ulysses={f.ulysses} does not divide the {h} heads",
+                                op.location)
             raise PassError(f"attention=hybrid needs ulysses x ring = sp={self.p} with 1 < ulysses < {self.p} "
                             f"dividing the {h} heads; there is none", op.location)
 
@@ -240,15 +245,19 @@ class Partitioner:
                 q, k = op.operation.operands[0], op.operation.operands[1]
                 size = ELEMENT_TYPES[dtype_str(q.type)].itemsize
                 local = [math.prod(shape(x)) * size / self.p for x in (q, k)]
-                total += bytes_sent(scheme, shape(q)[1], shape(k)[1], *local, size)
+                a = op.operation.attributes
+                total += bytes_sent(scheme, shape(k)[1], *local, size, self.seq_len,
+                                    bool(ir.IntegerAttr(a["causal"]).value), ir.IntegerAttr(a["window"]).value)
             return total
         self.scheme = choose(options, cost)
         self.costs = {str(o): cost(o) for o in candidates("auto", self.p, heads)}
         causal = any(ir.IntegerAttr(op.operation.attributes["causal"]).value for op in ops)
-        if self.scheme.ring > 1 and causal and self.seq_len % (2 * self.scheme.ring) == 0:
+        # a sliding window balances the causal work of contiguous blocks by itself
+        windowed = any(ir.IntegerAttr(op.operation.attributes["window"]).value for op in ops)
+        if self.scheme.ring > 1 and causal and not windowed and self.seq_len % (2 * self.scheme.ring) == 0:
             self.order = "zigzag"
 
-    def heads_of(self, op, v: ir.Value, kv: bool, q_heads: int) -> ir.Value:
+    def heads_of(self, op, v: ir.Value, kv: bool) -> ir.Value:
         """v ([B, H, S/sp, D], sequence-sharded) with its heads split over the ulysses group and its
         sequence gathered there: [B, H/u, S/r, D]."""
         src = v
@@ -258,43 +267,41 @@ class Partitioner:
             return self.heads[src]
         b, h, s, d = shape(v)
         u, group = self.scheme.ulysses, self.ulysses_group
+        # KV heads repeated m times, m the least that u divides: rank j then receives the repeated heads
+        # [j m h / u, (j + 1) m h / u), which are those its query heads read (every query head's KV head
+        # is its index x m h / q_heads, floored), and no rank receives a KV head it does not read
+        m = math.lcm(h, u) // h if kv else 1
         with ir.InsertionPoint(op), op.location:
-            if not kv or h % u == 0:
-                out = self.a2a(v, scatter=1, gather=2, n=u, group=group)
-                self.kv_path[out] = "a2a"
-            else:  # too few KV heads to split: every rank takes the whole K/V, repeated to its heads
-                full = AllGatherOp(v, _i64(2), _str(group), out=with_shape(v.type, [b, h, s * u, d])).out
-                g = q_heads // h
-                rep = aten("repeat_interleave.self_int", [full, const_int(g), const_int(1), const_none()],
-                           [with_shape(v.type, [b, q_heads, s * u, d])]).results[0]
-                out = ShardSliceOp(rep, _i64(1), _str(group),
-                                   out=with_shape(rep.type, [b, q_heads // u, s * u, d])).out
-                self.kv_path[out] = "replicate"
+            x = v if m == 1 else aten("repeat_interleave.self_int", [v, const_int(m), const_int(1), const_none()],
+                                      [with_shape(v.type, [b, h * m, s, d])]).results[0]
+            out = self.a2a(x, scatter=1, gather=2, n=u, group=group)
+        self.kv_repeat[out] = m
         self.heads[v] = out
         return out
 
-    def split_heads(self, op, q_heads: int, *vs: ir.Value, kv: tuple[bool, ...]) -> list[ir.Value]:
+    def split_heads(self, op, *vs: ir.Value, kv: tuple[bool, ...]) -> list[ir.Value]:
         if self.scheme.ulysses == 1:   # ring alone: the sequence-sharded values as they are
             return list(vs)
-        return [self.heads_of(op, v, k, q_heads) for v, k in zip(vs, kv)]
+        return [self.heads_of(op, v, k) for v, k in zip(vs, kv)]
 
-    def attention_flags(self, op, kv_head: ir.Value, q_heads: int):
+    def attention_flags(self, op, q_head: ir.Value, kv_head: ir.Value):
+        """causal, scale, the query heads per KV head of the local (head-split) q and k, and window."""
         a = op.operation.attributes
-        groups = 1 if self.kv_path.get(kv_head) == "replicate" else ir.IntegerAttr(a["kv_groups"]).value
-        return a["causal"], a["scale"], _i64(groups)
+        # rebuilt: the builders drop a causal=false attribute read back from an op as falsy
+        causal = ir.IntegerAttr.get(ir.IntegerType.get_signless(1), ir.IntegerAttr(a["causal"]).value)
+        return causal, a["scale"], _i64(shape(q_head)[1] // shape(kv_head)[1]), a["window"]
 
     def on_attention(self, op, lays) -> None:
         q, k, v = op.operation.operands
-        hq = shape(q)[1]
-        qh, kh, vh = self.split_heads(op, hq, q, k, v, kv=(False, True, True))
+        qh, kh, vh = self.split_heads(op, q, k, v, kv=(False, True, True))
         out_t = op.operation.results[0].type
         b, h, s, d = shape(qh)
         with ir.InsertionPoint(op), op.location:
             if self.scheme.ring > 1:
-                new = RingAttentionOp(qh, kh, vh, *self.attention_flags(op, kh, hq), _str(self.ring_group),
+                new = RingAttentionOp(qh, kh, vh, *self.attention_flags(op, qh, kh), _str(self.ring_group),
                                       out=with_shape(out_t, [b, h, s, shape(vh)[3]]), lse=vtensor([b, h, s], "f32"))
             else:
-                new = AttentionOp(qh, kh, vh, *self.attention_flags(op, kh, hq), out=with_shape(out_t, [b, h, s, d]),
+                new = AttentionOp(qh, kh, vh, *self.attention_flags(op, qh, kh), out=with_shape(out_t, [b, h, s, d]),
                                   lse=with_shape(op.operation.results[1].type, [b, h, s]))
             out = new.out
             if self.scheme.ulysses > 1:
@@ -306,23 +313,24 @@ class Partitioner:
 
     def on_attention_grad(self, op, lays) -> None:
         dout, q, k, v, out, lse = op.operation.operands
-        hq, hk = shape(q)[1], shape(k)[1]
-        qh, kh, vh, outh, douth = self.split_heads(op, hq, q, k, v, out, dout, kv=(False, True, True, False, False))
+        hk = shape(k)[1]
+        qh, kh, vh, outh, douth = self.split_heads(op, q, k, v, out, dout, kv=(False, True, True, False, False))
         u = self.scheme.ulysses
         with ir.InsertionPoint(op), op.location:
             if self.scheme.ring > 1:
-                new = RingAttentionGradOp(douth, qh, kh, vh, outh, lse, *self.attention_flags(op, kh, hq),
+                new = RingAttentionGradOp(douth, qh, kh, vh, outh, lse, *self.attention_flags(op, qh, kh),
                                           _str(self.ring_group), dq=qh.type, dk=kh.type, dv=vh.type)
             else:
-                new = AttentionGradOp(douth, qh, kh, vh, outh, lse, *self.attention_flags(op, kh, hq),
+                new = AttentionGradOp(douth, qh, kh, vh, outh, lse, *self.attention_flags(op, qh, kh),
                                       dq=qh.type, dk=kh.type, dv=vh.type)
             grads = [new.dq, new.dk, new.dv]
             for i, head in enumerate((qh, kh, vh) if u > 1 else ()):
                 grads[i] = self.a2a(grads[i], scatter=2, gather=1, n=u, group=self.ulysses_group)
-                if self.kv_path[head] == "replicate":  # sum the repeated heads back into their KV head
+                m = self.kv_repeat.get(head, 1)
+                if m > 1:   # sum the repeated heads' gradients back into their KV head
                     b, _, s, d = shape(grads[i])
-                    split = aten("view", [grads[i], int_list_value([b, hk, hq // hk, s, d])],
-                                 [with_shape(grads[i].type, [b, hk, hq // hk, s, d])]).results[0]
+                    split = aten("view", [grads[i], int_list_value([b, hk, m, s, d])],
+                                 [with_shape(grads[i].type, [b, hk, m, s, d])]).results[0]
                     grads[i] = aten("sum.dim_IntList", [split, int_list_value([2]), const_bool(False), const_none()],
                                     [with_shape(grads[i].type, [b, hk, s, d])]).results[0]
         for old, g in zip(op.operation.results, grads):
@@ -409,9 +417,11 @@ class PartitionSequence(Pass):
     name: ClassVar[str] = "sp-partition-sequence"
     sp: int = option(1, "sequence-parallel degree: the ranks that share one sequence", minimum=1)
     dp: int = option(1, "data-parallel degree: replicas with their own batches (world = sp x dp)", minimum=1)
-    attention: str = option("auto", "ulysses (heads split by all-to-alls), ring (K/V blocks passed around the "
-                                    "ranks), hybrid (ulysses x ring), or auto: the one that sends the fewest bytes",
-                            choices=MODES)
+    attention: str = option("auto", MODE_HELP)
+
+    def validate(self) -> None:
+        if mode_error(self.attention, self.sp):
+            raise OptionError(f"{self.name}: {mode_error(self.attention, self.sp)}")
 
     def run(self, module_op) -> None:
         func = func_of(module_op)

@@ -31,7 +31,7 @@ from .base import Bytes, OptionError, Pass, PassError, option
 from .ops import ATTENTION, COLLECTIVES, CONSTANT, HALO, LIST, RANDOM, RING_ATTENTION
 from .sp_coalesce_collectives import CoalesceCollectives
 from .sp_plan_memory import predict_funcs
-from .torch_ir import body_ops, func_of, is_tensor, location_module, op_name, shape, string_array, strings
+from .torch_ir import ancestors, body_ops, func_of, is_tensor, location_module, op_name, shape, string_array, strings
 
 POLICIES = ("none", "full", "sac", "auto")
 _NEVER_RECOMPUTE = COLLECTIVES | {HALO, RING_ATTENTION} | RANDOM
@@ -79,14 +79,7 @@ class Split:
 
     def _forward_ops(self) -> set:
         """Ops the loss depends on."""
-        seen, stack = set(), [_owner(self.ret.operation.operands[0])]
-        while stack:
-            op = stack.pop()
-            if op is None or op in seen or _is_constant(op):
-                continue
-            seen.add(op)
-            stack.extend(_owner(x) for x in op.operands)
-        return seen
+        return {op for op in ancestors(self.ret.operation.operands[0]) if not _is_constant(op)}
 
     def segment_of(self, op) -> str:
         if op not in self._segment:

@@ -15,17 +15,18 @@ FORWARD = "torch.autosp.attention"
 BACKWARD = "torch.autosp.attention_backward"
 
 
-def _flags(op, causal: ir.Value, scale: ir.Value, q: ir.Value, k: ir.Value) -> tuple:
+def _flags(op, causal: ir.Value, scale: ir.Value, window: ir.Value, q: ir.Value, k: ir.Value) -> tuple:
     ok_c, c = const_value(causal)
     ok_s, s = const_value(scale)
-    if not (ok_c and ok_s):
-        raise PassError("attention causal flag and scale must be constants", op.location)
+    ok_w, w = const_value(window)
+    if not (ok_c and ok_s and ok_w):
+        raise PassError("attention causal flag, scale and window must be constants", op.location)
     hq, hk = shape(q)[1], shape(k)[1]
     if hq % hk:
         raise PassError(f"{hq} query heads are not a multiple of {hk} key/value heads", op.location)
     i1, i64 = ir.IntegerType.get_signless(1), ir.IntegerType.get_signless(64)
     return (ir.IntegerAttr.get(i1, int(bool(c))), ir.FloatAttr.get(ir.F64Type.get(), float(s)),
-            ir.IntegerAttr.get(i64, hq // hk))
+            ir.IntegerAttr.get(i64, hq // hk), ir.IntegerAttr.get(i64, int(w)))
 
 
 @dataclass
@@ -42,10 +43,10 @@ class RaiseAttention(Pass):
             types = [r.type for r in op.operation.results]
             with ir.InsertionPoint(op), op.location:
                 if name == FORWARD:
-                    new = AttentionOp(x[0], x[1], x[2], *_flags(op, x[3], x[4], x[0], x[1]),
+                    new = AttentionOp(x[0], x[1], x[2], *_flags(op, x[3], x[4], x[5], x[0], x[1]),
                                       out=types[0], lse=types[1])
                 else:
-                    new = AttentionGradOp(*x[:6], *_flags(op, x[6], x[7], x[1], x[2]),
+                    new = AttentionGradOp(*x[:6], *_flags(op, x[6], x[7], x[8], x[1], x[2]),
                                           dq=types[0], dk=types[1], dv=types[2])
             for old, repl in zip(op.operation.results, new.operation.results):
                 old.replace_all_uses_with(repl)

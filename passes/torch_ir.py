@@ -39,6 +39,19 @@ def body_ops(func) -> list:
     return list(func.regions[0].blocks[0].operations)
 
 
+def ancestors(v: ir.Value) -> set[ir.Operation]:
+    """Every op v depends on."""
+    seen: set[ir.Operation] = set()
+    stack = [v]
+    while stack:
+        owner = stack.pop().owner
+        if not isinstance(owner, (ir.Operation, ir.OpView)) or owner.operation in seen:
+            continue
+        seen.add(owner.operation)
+        stack.extend(owner.operation.operands)
+    return seen
+
+
 def strings(attr) -> list[str]:
     return [ir.StringAttr(a).value for a in ir.ArrayAttr(attr)]
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2   # 2: attention ops may carry a sliding `window`
 LAYOUT = "autosp-dir-v1"
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
           "float64": torch.float64, "int64": torch.int64, "int32": torch.int32, "int16": torch.int16,
@@ -57,6 +57,15 @@ ALLOWED_ATEN = frozenset(f"aten.{n}" for n in """
 """.split()) | {"prims.convert_element_type.default"}
 SP_OPS = frozenset({"sp.attention", "sp.attention_grad", "sp.ring_attention", "sp.ring_attention_grad", "sp.all_to_all", "sp.all_reduce", "sp.all_gather",
                     "sp.reduce_scatter", "sp.shard_slice", "sp.halo", "prim.unpack"})
+
+
+def ring_hops(n: int, rows: int, causal: bool, window: int) -> int:
+    """How far a K/V block travels in sp.ring_attention over n ranks of `rows` contiguous positions
+    each: all the way round, or under a causal sliding window only to the ranks whose queries reach
+    it (a query sees the `window` positions up to its own)."""
+    if not (causal and window):
+        return n - 1
+    return min(n - 1, -(-(window - 1) // rows))
 
 
 def resolve(qualified: str) -> torch._ops.OpOverload:

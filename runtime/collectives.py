@@ -216,11 +216,13 @@ class Mesh:
         block = x.shape[dim] // self.size(group)
         return x.narrow(dim, self.index(group) * block, block).contiguous()
 
-    def ring_pass(self, xs: list[torch.Tensor], what: str, group: str) -> Callable[[], list[torch.Tensor]]:
-        """Start sending xs to the next rank of the group (in index order, wrapping) and receiving the
-        previous rank's tensors of the same shapes; the returned wait() gives the received ones."""
+    def ring_pass(self, xs: list[torch.Tensor], what: str, group: str,
+                  shift: int = 1) -> Callable[[], list[torch.Tensor]]:
+        """Start sending xs to the rank `shift` places on in the group (in index order, wrapping) and
+        receiving the tensors of the same shapes from the rank `shift` places back; the returned wait()
+        gives the received ones."""
         members, i = self.members[group], self.index(group)
-        nxt, prev = members[(i + 1) % len(members)], members[(i - 1) % len(members)]
+        nxt, prev = members[(i + shift) % len(members)], members[(i - shift) % len(members)]
         sends = [x.contiguous() for x in xs]
         recvs = [torch.empty_like(x) for x in sends]
 

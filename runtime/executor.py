@@ -79,10 +79,10 @@ class Program:
         op = inst["op"]
         mesh = self.mesh
         attrs = inst.get("attrs", {})
-        if op == "sp.attention":
-            return lambda q, k, v: kernels.attention(q, k, v, attrs["causal"], attrs["scale"], attrs["kv_groups"])
-        if op == "sp.attention_grad":
-            return lambda *x: kernels.attention_grad(*x, attrs["causal"], attrs["scale"], attrs["kv_groups"])
+        if op in ("sp.attention", "sp.attention_grad"):
+            kernel = "attention" if op == "sp.attention" else "attention_grad"   # looked up at each call
+            flags = attrs["causal"], attrs["scale"], attrs["kv_groups"], attrs.get("window", 0)
+            return lambda *x: getattr(kernels, kernel)(*x, *flags)
         if op in COLLECTIVES:
             collective = COLLECTIVES[op]
             return lambda *x: collective(mesh, attrs, *x)

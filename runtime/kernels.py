@@ -12,24 +12,42 @@ def _repeat_kv(x: torch.Tensor, groups: int) -> torch.Tensor:
     return x if groups == 1 else x.repeat_interleave(groups, dim=1)
 
 
-def attention(q, k, v, causal: bool, scale: float, kv_groups: int):
+def _window_bias(q: torch.Tensor, k: torch.Tensor, window: int, offset: int) -> torch.Tensor:
+    """Additive scores mask of a causal sliding window: query row a (position a + offset) sees key row
+    b iff 0 <= a + offset - b < window. On CUDA padded to a multiple of 16 keys (the efficient kernel's
+    alignment) and sliced back, broadcast over batch and heads."""
+    sq, sk = q.shape[2], k.shape[2]
+    d = (torch.arange(sq, device=q.device) + offset)[:, None] - torch.arange(sk, device=q.device)[None, :]
+    bias = torch.zeros(sq, -(-sk // 16) * 16 if q.is_cuda else sk, dtype=q.dtype, device=q.device)
+    bias[:, :sk].masked_fill_((d < 0) | (d >= window), float("-inf"))
+    return bias[:, :sk].expand(q.shape[0], q.shape[1], sq, sk)
+
+
+def attention(q, k, v, causal: bool, scale: float, kv_groups: int, window: int = 0, offset: int = 0):
+    """window > 0: a causal sliding window (the causality is in the mask), `offset` the position of
+    q's first row minus k's (ring attention's blocks)."""
+    bias = _window_bias(q, k, window, offset) if window else None
+    causal = causal and not window
     if q.is_cuda:
         k, v = _repeat_kv(k, kv_groups), _repeat_kv(v, kv_groups)
-        out, lse, *_ = aten._scaled_dot_product_efficient_attention(q, k, v, None, True, 0.0, causal, scale=scale)
+        out, lse, *_ = aten._scaled_dot_product_efficient_attention(q, k, v, bias, True, 0.0, causal, scale=scale)
         return out, lse
     # the CPU flash kernel takes grouped K/V as they are
-    return aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal, scale=scale)
+    return aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal, attn_mask=bias, scale=scale)
 
 
-def attention_grad(dout, q, k, v, out, lse, causal: bool, scale: float, kv_groups: int):
+def attention_grad(dout, q, k, v, out, lse, causal: bool, scale: float, kv_groups: int, window: int = 0,
+                   offset: int = 0):
+    bias = _window_bias(q, k, window, offset) if window else None
+    causal = causal and not window
     if not q.is_cuda:
         return aten._scaled_dot_product_flash_attention_for_cpu_backward(
-            dout, q, k, v, out, lse, 0.0, causal, scale=scale)
+            dout, q, k, v, out, lse, 0.0, causal, attn_mask=bias, scale=scale)
     hk = k.shape[1]
     k, v = _repeat_kv(k, kv_groups), _repeat_kv(v, kv_groups)
     zero = torch.zeros((), dtype=torch.int64, device=q.device)
     dq, dk, dv, _ = aten._scaled_dot_product_efficient_attention_backward(
-        dout, q, k, v, None, out, lse, zero, zero, 0.0, [True, True, True, False], causal, scale=scale)
+        dout, q, k, v, bias, out, lse, zero, zero, 0.0, [True, True, True, False], causal, scale=scale)
     if kv_groups > 1:
         b, _, s, d = dk.shape
         dk = dk.view(b, hk, kv_groups, s, d).sum(2)

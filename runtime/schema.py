@@ -254,14 +254,15 @@ PLAN_FILE = Obj({}, {"remat": Str(), "memory": Map(Num()), "timeline": Map(List(
                      "forward_instructions": Int(), "backward_instructions": Int(),
                      "communication": Map(Obj({"count": Int(), "bytes": Num(0)}))}, extra=True)
 
+_ATTENTION = {"causal": Bool, "scale": Num(0), "kv_groups": Int(1, 1 << 16)}
+_WINDOW = {"window": Int(0, MAX_DIM)}   # format version 1 has none
+
 # the sp ops: (operands, results or None for any number), attributes
 SP_SIGNATURES: dict[str, tuple[int, int | None, Check | None]] = {
-    "sp.attention": (3, 2, Obj({"causal": Bool, "scale": Num(0), "kv_groups": Int(1, 1 << 16)})),
-    "sp.attention_grad": (6, 3, Obj({"causal": Bool, "scale": Num(0), "kv_groups": Int(1, 1 << 16)})),
-    "sp.ring_attention": (3, 2, Obj({"causal": Bool, "scale": Num(0), "kv_groups": Int(1, 1 << 16),
-                                     "group": Str(choices=GROUPS)})),
-    "sp.ring_attention_grad": (6, 3, Obj({"causal": Bool, "scale": Num(0), "kv_groups": Int(1, 1 << 16),
-                                          "group": Str(choices=GROUPS)})),
+    "sp.attention": (3, 2, Obj(_ATTENTION, _WINDOW)),
+    "sp.attention_grad": (6, 3, Obj(_ATTENTION, _WINDOW)),
+    "sp.ring_attention": (3, 2, Obj({**_ATTENTION, "group": Str(choices=GROUPS)}, _WINDOW)),
+    "sp.ring_attention_grad": (6, 3, Obj({**_ATTENTION, "group": Str(choices=GROUPS)}, _WINDOW)),
     "sp.all_to_all": (1, 1, Obj({"scatter_dim": Int(-16, 15), "gather_dim": Int(-16, 15),
                                  "group": Str(choices=GROUPS)})),
     "sp.all_reduce": (1, 1, Obj({"op": Str(choices=("sum", "max", "avg")), "group": Str(choices=GROUPS)})),

@@ -181,7 +181,7 @@ def run_stages(value, c: Compilation, first: str = "capture") -> CompiledArtifac
 
 
 def options(sp: int, dp: int, remat: str, memory_budget: int | str | None, tile: int | str | None,
-            attention: str = "auto"):
+            attention: str = "auto", length: int = 0):
     """The sp stage's named pipeline, its options validated before anything runs."""
     from autosp.passes import OptionError, SpPipeline
     from autosp.units import parse_bytes
@@ -192,9 +192,25 @@ def options(sp: int, dp: int, remat: str, memory_budget: int | str | None, tile:
     except ValueError as e:
         raise CompileError(f"memory_budget: {e}") from None
     try:
-        return SpPipeline(sp=sp, dp=dp, attention=attention, remat=remat, budget=budget, tile=str(tile or 0))
+        return SpPipeline(sp=sp, dp=dp, attention=attention, remat=remat, budget=budget, tile=str(tile or 0),
+                          length=length)
     except OptionError as e:
         raise CompileError(str(e).removeprefix("sp-pipeline: ")) from None
+
+
+def padded_length(model: nn.Module, seq_len: int, sp: int) -> int:
+    """The length the step is captured at: seq_len, or when sp does not divide it the next multiple of
+    2 x sp (equal shards, and zigzag chunks for ring attention); sp-pad-sequence pads the inputs."""
+    if seq_len % sp == 0:
+        return seq_len
+    padded = -(-seq_len // (2 * sp)) * 2 * sp
+    config = getattr(model, "config", None)
+    positions = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+    if isinstance(positions, int) and seq_len <= positions < padded:
+        raise CompileError(f"sequence length {seq_len} is not divisible by sp={sp}, and padding it to {padded} "
+                           f"tokens exceeds the model's {positions} positions; use a length divisible by {sp} "
+                           f"(e.g. {seq_len - seq_len % sp})")
+    return padded
 
 
 def compile(model: nn.Module, example_inputs: tuple[torch.Tensor, torch.Tensor], sp: int = 1, dp: int = 1,
@@ -216,26 +232,27 @@ def compile(model: nn.Module, example_inputs: tuple[torch.Tensor, torch.Tensor],
     frontend/capture.py) on the model's parameters as they are: fp32 parameters give mixed precision
     with fp32 master weights and gradients, bf16 parameters a pure bf16 step.
     keep_ir: keep every stage's IR in the artifact (ir/<n>-<stage>.*).
+    A sequence length that sp does not divide is padded inside the step (passes/sp_pad_sequence.py):
+    the loss and gradients are those of the unpadded tokens.
     attention: how attention is sharded: "ulysses" (all-to-alls split the heads across the ranks; sp
     must divide the heads), "ring" (each rank keeps its block of the sequence and the K/V blocks
     travel around the ranks, at KV-head width: any sp for any head count), "hybrid" (ulysses over u
     ranks x ring over r, u x r = sp), or "auto" (default): the scheme that sends the fewest bytes
     (passes/attention_scheme.py)."""
     from autosp.passes import expand
-    from autosp.passes.sp_partition_sequence import indivisible
 
     input_ids, labels = example_inputs
     if input_ids.dim() != 2 or tuple(labels.shape) != tuple(input_ids.shape):
         raise CompileError(f"example_inputs must be (input_ids, labels) of one shape [batch, seq], got "
                            f"{list(input_ids.shape)} and {list(labels.shape)}")
     batch, seq_len = input_ids.shape
-    named = options(sp, dp, remat, memory_budget, tile, attention)
-    if indivisible(seq_len, sp):   # before the capture, the slow stage
-        raise CompileError(indivisible(seq_len, sp))
-    c = Compilation(batch, seq_len, pipeline or named.text(), remat, precision, keep_ir)
+    captured = padded_length(model, seq_len, sp) if pipeline is None else seq_len
+    named = options(sp, dp, remat, memory_budget, tile, attention, seq_len if captured != seq_len else 0)
+    c = Compilation(batch, captured, pipeline or named.text(), remat, precision, keep_ir)
     art = run_stages(model, c)
     art.meta = {"compiler": f"autosp {__version__}", "model": model_name or type(model).__name__, **art.meta,
-                "remat": remat, "attention": attention, "precision": precision, "batch": batch, "seq_len": seq_len, "targets": ["host"],
+                "remat": remat, "attention": attention, "precision": precision, "batch": batch, "seq_len": seq_len,
+                **({"padded_seq_len": captured} if captured != seq_len else {}), "targets": ["host"],
                 "stages": [name for name, *_ in STAGES], "pipeline": c.pipeline,
                 "passes": [element for element, _ in expand(c.pipeline)]}
     return art

@@ -5,7 +5,7 @@ import json
 import math
 from collections import defaultdict
 
-from autosp.runtime.artifact import DTYPES, Artifact
+from autosp.runtime.artifact import DTYPES, Artifact, ring_hops
 from autosp.units import human
 
 COLLECTIVES = ("sp.all_to_all", "sp.all_reduce", "sp.all_gather", "sp.reduce_scatter", "sp.halo",
@@ -43,9 +43,11 @@ def _count(program: dict, mesh: dict, out: dict) -> None:
         if inst["op"].startswith("sp.ring_attention"):
             kv = [shapes[a["r"]] for a in inst["args"][1:3] if inst["op"] == "sp.ring_attention"] or \
                 [shapes[a["r"]] for a in inst["args"][2:4]]
-            sent = (n - 1) * sum(_bytes(s, d) for s, d in kv)   # each K/V block on n - 1 hops
-            if inst["op"] == "sp.ring_attention_grad":             # and its fp32 dk / dv on n hops
-                sent += n * sum(_bytes(s, "float32") for s, _ in kv)
+            a = inst["attrs"]
+            hops = ring_hops(n, kv[0][0][2], a["causal"], a.get("window", 0))
+            sent = hops * sum(_bytes(s, d) for s, d in kv)        # each K/V block on its hops
+            if inst["op"] == "sp.ring_attention_grad":             # and its fp32 dk / dv one more
+                sent += (hops + 1) * sum(_bytes(s, "float32") for s, _ in kv)
         elif inst["op"] == "sp.all_reduce":
             sent = 2 * (n - 1) / n * b
         elif inst["op"] == "sp.halo":
@@ -105,8 +107,11 @@ def _attention(prog: dict, plan: dict) -> list[str]:
         r = sp // u
         shards = ("2 zigzag chunks of the sequence (i and 2 x r - 1 - i: equal causal work)"
                   if mesh.get("order") == "zigzag" else "a contiguous block of the sequence")
+        windows = sorted({i["attrs"].get("window", 0) for i in prog["programs"]["forward"]["instructions"]
+                          if i["op"] == "sp.ring_attention"} - {0})
         text = (f"hybrid {u} x {r}: all-to-alls split the heads over {u} ranks, and " if u > 1 else "ring: ") + \
-            f"each of {r} ring ranks keeps {shards}, K/V blocks pass around the ring"
+            f"each of {r} ring ranks keeps {shards}, K/V blocks pass around the ring" + \
+            (f" (in sliding windows of {', '.join(map(str, windows))}, only to the ranks they reach)" if windows else "")
     weighed = plan.get("attention", {}).get("bytes", {})
     lines = [f"attention    {text}"]
     if weighed:
@@ -128,7 +133,8 @@ def report(art: Artifact) -> str:
     lines = [f"artifact     {art.path}",
              f"model        {man.get('model')}   ({man['parameters']:,} parameters)",
              f"mesh         sp={prog['mesh']['sp']} x dp={prog['mesh']['dp']}   "
-             f"step input [{man['batch']}, {man['seq_len']}] tokens",
+             f"step input [{man['batch']}, {man['seq_len']}] tokens"
+             + (f" (padded to {man['padded_seq_len']} inside the step)" if "padded_seq_len" in man else ""),
              f"format       v{man['format_version']}  {man.get('compiler')}  targets: {', '.join(man.get('targets', []))}",
              "stages       " + " -> ".join(f"sp({', '.join(man.get('passes', []))})" if s == "sp" else s
                                        for s in man.get("stages", [])),

@@ -14,7 +14,9 @@
 // LIST-NEXT: sp-partition-sequence {{ +}}shard the sequence across sp ranks: local shapes and collectives
 // LIST-NEXT:     sp=int, default 1: sequence-parallel degree: the ranks that share one sequence
 // LIST-NEXT:     dp=int, default 1: data-parallel degree: replicas with their own batches (world = sp x dp)
-// LIST-NEXT:     attention=str (auto | ulysses | ring | hybrid), default auto: ulysses (heads split by all-to-alls), ring (K/V blocks passed around the ranks), hybrid (ulysses x ring), or auto: the one that sends the fewest bytes
+// LIST-NEXT:     attention=str, default auto: ulysses (heads split by all-to-alls), ring (K/V blocks passed around the ranks), hybrid (ulysses x ring), UxR (those degrees, e.g. 2x4), or auto: the one that sends the fewest bytes
+// LIST-NEXT: sp-pad-sequence {{ +}}take `length` tokens per sequence, padded at the end to the captured length inside the step
+// LIST-NEXT:     length=int, default 0: the sequence length the step takes (0: the captured length, no padding)
 // LIST-NEXT: sp-tile-sequence {{ +}}run the LM head + loss and the wide token-local regions (MLPs) in chunks of tokens (fwd and bwd)
 // LIST-NEXT:     chunks=int, default unset: token chunks per tiled region; unset: chosen from the shapes
 // LIST-NEXT: sp-plan-remat {{ +}}split the step into @forward/@backward; save or recompute per policy
@@ -28,10 +30,11 @@
 // LIST-NEXT: sp-pipeline {{ +}}the default pipeline: captured step -> partitioned, tiled @forward/@backward with a memory plan
 // LIST-NEXT:     sp=int, default 1: sequence-parallel degree
 // LIST-NEXT:     dp=int, default 1: data-parallel degree (world = sp x dp)
-// LIST-NEXT:     attention=str (auto | ulysses | ring | hybrid), default auto: ulysses, ring, hybrid (ulysses x ring), or auto: the one that sends the fewest bytes
+// LIST-NEXT:     attention=str, default auto: ulysses (heads split by all-to-alls), ring (K/V blocks passed around the ranks), hybrid (ulysses x ring), UxR (those degrees, e.g. 2x4), or auto: the one that sends the fewest bytes
 // LIST-NEXT:     remat=str (none | full | sac | auto), default sac: what the forward saves for the backward
 // LIST-NEXT:     budget=Bytes, default unset: per-rank memory budget: remat=auto plans to fit it, the memory plan fails above it
 // LIST-NEXT:     tile=str, default auto: token chunks for the LM head + loss and the MLPs: auto, N, or 0 (off)
+// LIST-NEXT:     length=int, default 0: the sequence length the step takes, when it was captured padded to a multiple of 2 x sp (0: as captured)
 // LIST-NEXT:     bucket=Bytes, default 25MiB: the most bytes one packed collective carries; 0: one collective each
 
 // One dump per pass and per chunk, in pipeline order; the nested cse dumps the func it ran on.
@@ -75,7 +78,7 @@
 
 // The host program of the tiny step: rank-agnostic (global arg shapes), every collective the
 // partition inserted, per-rank result shapes, and registers freed after their last use.
-// HOST:      "format_version": 1,
+// HOST:      "format_version": 2,
 // HOST:      "mesh": {
 // HOST-NEXT:  "sp": 2,
 // HOST-NEXT:  "dp": 1
@@ -161,7 +164,8 @@ func.func @train_step(%emb: !torch.vtensor<[32,16],f32>, %wk: !torch.vtensor<[16
   %lk = torch.prim.ListConstruct %int2, %int8, %int2, %int4 : (!torch.int, !torch.int, !torch.int, !torch.int) -> !torch.list<int>
   %k4 = torch.aten.view %kf, %lk : !torch.vtensor<[16,8],f32>, !torch.list<int> -> !torch.vtensor<[2,8,2,4],f32>
   %k = torch.aten.transpose.int %k4, %int1, %int2 : !torch.vtensor<[2,8,2,4],f32>, !torch.int, !torch.int -> !torch.vtensor<[2,2,8,4],f32>
-  %att:2 = torch.operator "torch.autosp.attention"(%q, %k, %k, %true, %scale) : (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,2,8,4],f32>, !torch.vtensor<[2,2,8,4],f32>, !torch.bool, !torch.float) -> (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8],f32>)
+  %window1 = torch.constant.int 0
+  %att:2 = torch.operator "torch.autosp.attention"(%q, %k, %k, %true, %scale, %window1) : (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,2,8,4],f32>, !torch.vtensor<[2,2,8,4],f32>, !torch.bool, !torch.float, !torch.int) -> (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8],f32>)
   %o = torch.aten.transpose.int %att#0, %int1, %int2 : !torch.vtensor<[2,4,8,4],f32>, !torch.int, !torch.int -> !torch.vtensor<[2,8,4,4],f32>
   %ov = torch.aten.view %o, %l2 : !torch.vtensor<[2,8,4,4],f32>, !torch.list<int> -> !torch.vtensor<[16,16],f32>
   %et = torch.aten.t %emb : !torch.vtensor<[32,16],f32> -> !torch.vtensor<[16,32],f32>

@@ -19,8 +19,9 @@ func.func @unsupported_aten(%x: !torch.vtensor<[2,8],f32>) -> !torch.vtensor<[2,
 func.func @unraised_attention(%q: !torch.vtensor<[1,2,4,8],f32>) -> !torch.vtensor<[1,2,4,8],f32> attributes {sp.args = ["input:q"], sp.results = ["o"]} {
   %true = torch.constant.bool true
   %scale = torch.constant.float 1.250000e-01
+  %window1 = torch.constant.int 0
   // CHECK: {{.*}}host-program-invalid.mlir:[[# @LINE + 1]]:12: error: unsupported op autosp.attention: autosp's runtime does not execute it
-  %att:2 = torch.operator "torch.autosp.attention"(%q, %q, %q, %true, %scale) : (!torch.vtensor<[1,2,4,8],f32>, !torch.vtensor<[1,2,4,8],f32>, !torch.vtensor<[1,2,4,8],f32>, !torch.bool, !torch.float) -> (!torch.vtensor<[1,2,4,8],f32>, !torch.vtensor<[1,2,4],f32>)
+  %att:2 = torch.operator "torch.autosp.attention"(%q, %q, %q, %true, %scale, %window1) : (!torch.vtensor<[1,2,4,8],f32>, !torch.vtensor<[1,2,4,8],f32>, !torch.vtensor<[1,2,4,8],f32>, !torch.bool, !torch.float, !torch.int) -> (!torch.vtensor<[1,2,4,8],f32>, !torch.vtensor<[1,2,4],f32>)
   return %att#0 : !torch.vtensor<[1,2,4,8],f32>
 }
 // -----

@@ -20,7 +20,7 @@ func.func @attribute_kind(%x: !torch.vtensor<[2,8,4],f32>) -> !torch.vtensor<[2,
 // -----
 func.func @scale_kind(%q: !torch.vtensor<[2,4,8,16],f32>) -> !torch.vtensor<[2,4,8,16],f32> {
   // CHECK: {{.*}}sp-dialect-invalid.mlir:[[# @LINE + 1]]:12: error: expected base attribute 'builtin.float' but got 'builtin.integer'
-  %o, %l = "sp.attention"(%q, %q, %q) {causal = true, scale = 1 : i64, kv_groups = 1 : i64} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>)
+  %o, %l = "sp.attention"(%q, %q, %q) {causal = true, scale = 1 : i64, kv_groups = 1 : i64, window = 0 : i64} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>)
   return %o : !torch.vtensor<[2,4,8,16],f32>
 }
 
@@ -41,7 +41,7 @@ func.func @result_count(%x: !torch.vtensor<[2,8,4],f32>) -> !torch.vtensor<[2,8,
 // -----
 func.func @grad_result_count(%q: !torch.vtensor<[2,4,8,16],f32>, %l: !torch.vtensor<[2,4,8],f32>) {
   // CHECK: {{.*}}sp-dialect-invalid.mlir:[[# @LINE + 1]]:3: error: op expects exactly 3 results, but got 0
-  "sp.attention_grad"(%q, %q, %q, %q, %q, %l) {causal = true, scale = 0.25 : f64, kv_groups = 1 : i64} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>) -> ()
+  "sp.attention_grad"(%q, %q, %q, %q, %q, %l) {causal = true, scale = 0.25 : f64, kv_groups = 1 : i64, window = 0 : i64} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>) -> ()
   return
 }
 
@@ -49,13 +49,13 @@ func.func @grad_result_count(%q: !torch.vtensor<[2,4,8,16],f32>, %l: !torch.vten
 // The verifiers read operands by index: a wrong count must reach IRDL's diagnostic, not crash.
 func.func @attention_two_operands(%q: !torch.vtensor<[2,4,8,16],f32>) -> !torch.vtensor<[2,4,8,16],f32> {
   // CHECK: {{.*}}sp-dialect-invalid.mlir:[[# @LINE + 1]]:12: error: op expects exactly 3 operands, but got 2
-  %o, %l = "sp.attention"(%q, %q) {causal = true, scale = 0.25 : f64, kv_groups = 1 : i64} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>)
+  %o, %l = "sp.attention"(%q, %q) {causal = true, scale = 0.25 : f64, kv_groups = 1 : i64, window = 0 : i64} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>)
   return %o : !torch.vtensor<[2,4,8,16],f32>
 }
 // -----
 func.func @attention_grad_three_operands(%q: !torch.vtensor<[2,4,8,16],f32>) {
   // CHECK: {{.*}}sp-dialect-invalid.mlir:[[# @LINE + 1]]:10: error: op expects exactly 6 operands, but got 3
-  %a:3 = "sp.attention_grad"(%q, %q, %q) {causal = true, scale = 0.25 : f64, kv_groups = 1 : i64} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>)
+  %a:3 = "sp.attention_grad"(%q, %q, %q) {causal = true, scale = 0.25 : f64, kv_groups = 1 : i64, window = 0 : i64} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>)
   return
 }
 // -----
@@ -189,56 +189,70 @@ func.func @halo_width(%x: !torch.vtensor<[2,8],si64>) -> !torch.vtensor<[2,8],si
 
 func.func @scale_zero(%q: !torch.vtensor<[2,4,8,16],f32>) -> !torch.vtensor<[2,4,8,16],f32> {
   // CHECK: {{.*}}sp-dialect-invalid.mlir:[[# @LINE + 1]]:12: error: 'sp.attention' op scale must be positive, got 0.0
-  %o, %l = "sp.attention"(%q, %q, %q) {causal = true, scale = 0.0 : f64, kv_groups = 1 : i64} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>)
+  %o, %l = "sp.attention"(%q, %q, %q) {causal = true, scale = 0.0 : f64, kv_groups = 1 : i64, window = 0 : i64} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>)
   return %o : !torch.vtensor<[2,4,8,16],f32>
 }
 
 // -----
 func.func @scale_negative(%q: !torch.vtensor<[2,4,8,16],f32>) -> !torch.vtensor<[2,4,8,16],f32> {
   // CHECK: {{.*}}sp-dialect-invalid.mlir:[[# @LINE + 1]]:12: error: 'sp.attention' op scale must be positive, got -0.25
-  %o, %l = "sp.attention"(%q, %q, %q) {causal = true, scale = -0.25 : f64, kv_groups = 1 : i64} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>)
+  %o, %l = "sp.attention"(%q, %q, %q) {causal = true, scale = -0.25 : f64, kv_groups = 1 : i64, window = 0 : i64} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>)
   return %o : !torch.vtensor<[2,4,8,16],f32>
 }
 
 // -----
 func.func @kv_groups_zero(%q: !torch.vtensor<[2,4,8,16],f32>) -> !torch.vtensor<[2,4,8,16],f32> {
   // CHECK: {{.*}}sp-dialect-invalid.mlir:[[# @LINE + 1]]:12: error: 'sp.attention' op kv_groups must be >= 1, got 0
-  %o, %l = "sp.attention"(%q, %q, %q) {causal = true, scale = 0.25 : f64, kv_groups = 0 : i64} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>)
+  %o, %l = "sp.attention"(%q, %q, %q) {causal = true, scale = 0.25 : f64, kv_groups = 0 : i64, window = 0 : i64} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>)
+  return %o : !torch.vtensor<[2,4,8,16],f32>
+}
+
+// -----
+func.func @window_negative(%q: !torch.vtensor<[2,4,8,16],f32>) -> !torch.vtensor<[2,4,8,16],f32> {
+  // CHECK: {{.*}}sp-dialect-invalid.mlir:[[# @LINE + 1]]:12: error: 'sp.attention' op window must be >= 0 (0: none), got -2
+  %o, %l = "sp.attention"(%q, %q, %q) {causal = true, scale = 0.25 : f64, kv_groups = 1 : i64, window = -2 : i64} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>)
+  return %o : !torch.vtensor<[2,4,8,16],f32>
+}
+
+// -----
+func.func @window_not_causal(%q: !torch.vtensor<[2,4,8,16],f32>) -> !torch.vtensor<[2,4,8,16],f32> {
+  // CHECK: {{.*}}sp-dialect-invalid.mlir:[[# @LINE + 1]]:12: error: 'sp.ring_attention' op a window (4) needs causal attention
+  %o, %l = "sp.ring_attention"(%q, %q, %q) {causal = false, scale = 0.25 : f64, kv_groups = 1 : i64, window = 4 : i64, group = "sp"} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>)
   return %o : !torch.vtensor<[2,4,8,16],f32>
 }
 
 // -----
 func.func @rank_3(%q: !torch.vtensor<[4,8,16],f32>) -> !torch.vtensor<[4,8,16],f32> {
   // CHECK: {{.*}}sp-dialect-invalid.mlir:[[# @LINE + 1]]:12: error: 'sp.attention' op expects rank-4 [batch, heads, seq, head_dim] operands, got ranks 3, 3, 3
-  %o, %l = "sp.attention"(%q, %q, %q) {causal = true, scale = 0.25 : f64, kv_groups = 1 : i64} : (!torch.vtensor<[4,8,16],f32>, !torch.vtensor<[4,8,16],f32>, !torch.vtensor<[4,8,16],f32>) -> (!torch.vtensor<[4,8,16],f32>, !torch.vtensor<[4,8],f32>)
+  %o, %l = "sp.attention"(%q, %q, %q) {causal = true, scale = 0.25 : f64, kv_groups = 1 : i64, window = 0 : i64} : (!torch.vtensor<[4,8,16],f32>, !torch.vtensor<[4,8,16],f32>, !torch.vtensor<[4,8,16],f32>) -> (!torch.vtensor<[4,8,16],f32>, !torch.vtensor<[4,8],f32>)
   return %o : !torch.vtensor<[4,8,16],f32>
 }
 
 // -----
 func.func @key_value_shapes(%q: !torch.vtensor<[2,4,8,16],f32>, %k: !torch.vtensor<[2,4,8,16],f32>, %v: !torch.vtensor<[2,4,8,8],f32>) -> !torch.vtensor<[2,4,8,16],f32> {
   // CHECK: {{.*}}sp-dialect-invalid.mlir:[[# @LINE + 1]]:12: error: 'sp.attention' op key shape [2, 4, 8, 16] differs from value shape [2, 4, 8, 8]
-  %o, %l = "sp.attention"(%q, %k, %v) {causal = true, scale = 0.25 : f64, kv_groups = 1 : i64} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,8],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>)
+  %o, %l = "sp.attention"(%q, %k, %v) {causal = true, scale = 0.25 : f64, kv_groups = 1 : i64, window = 0 : i64} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,8],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>)
   return %o : !torch.vtensor<[2,4,8,16],f32>
 }
 
 // -----
 func.func @kv_groups_heads(%q: !torch.vtensor<[2,4,8,16],f32>, %k: !torch.vtensor<[2,2,8,16],f32>) -> !torch.vtensor<[2,4,8,16],f32> {
   // CHECK: {{.*}}sp-dialect-invalid.mlir:[[# @LINE + 1]]:12: error: 'sp.attention' op 4 query heads != 2 key/value heads x kv_groups 1
-  %o, %l = "sp.attention"(%q, %k, %k) {causal = true, scale = 0.25 : f64, kv_groups = 1 : i64} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,2,8,16],f32>, !torch.vtensor<[2,2,8,16],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>)
+  %o, %l = "sp.attention"(%q, %k, %k) {causal = true, scale = 0.25 : f64, kv_groups = 1 : i64, window = 0 : i64} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,2,8,16],f32>, !torch.vtensor<[2,2,8,16],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>)
   return %o : !torch.vtensor<[2,4,8,16],f32>
 }
 
 // -----
 func.func @head_dim(%q: !torch.vtensor<[2,4,8,16],f32>, %k: !torch.vtensor<[2,4,8,8],f32>) -> !torch.vtensor<[2,4,8,16],f32> {
   // CHECK: {{.*}}sp-dialect-invalid.mlir:[[# @LINE + 1]]:12: error: 'sp.attention' op query shape [2, 4, 8, 16] and key shape [2, 4, 8, 8] disagree on batch or head_dim
-  %o, %l = "sp.attention"(%q, %k, %k) {causal = true, scale = 0.25 : f64, kv_groups = 1 : i64} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,8],f32>, !torch.vtensor<[2,4,8,8],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>)
+  %o, %l = "sp.attention"(%q, %k, %k) {causal = true, scale = 0.25 : f64, kv_groups = 1 : i64, window = 0 : i64} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,8],f32>, !torch.vtensor<[2,4,8,8],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>)
   return %o : !torch.vtensor<[2,4,8,16],f32>
 }
 
 // -----
 func.func @batch(%q: !torch.vtensor<[2,4,8,16],f32>, %k: !torch.vtensor<[1,4,8,16],f32>) -> !torch.vtensor<[2,4,8,16],f32> {
   // CHECK: {{.*}}sp-dialect-invalid.mlir:[[# @LINE + 1]]:12: error: 'sp.attention' op query shape [2, 4, 8, 16] and key shape [1, 4, 8, 16] disagree on batch or head_dim
-  %o, %l = "sp.attention"(%q, %k, %k) {causal = true, scale = 0.25 : f64, kv_groups = 1 : i64} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[1,4,8,16],f32>, !torch.vtensor<[1,4,8,16],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>)
+  %o, %l = "sp.attention"(%q, %k, %k) {causal = true, scale = 0.25 : f64, kv_groups = 1 : i64, window = 0 : i64} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[1,4,8,16],f32>, !torch.vtensor<[1,4,8,16],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>)
   return %o : !torch.vtensor<[2,4,8,16],f32>
 }
 
@@ -247,14 +261,14 @@ func.func @batch(%q: !torch.vtensor<[2,4,8,16],f32>, %k: !torch.vtensor<[1,4,8,1
 
 func.func @grad_kv_groups(%q: !torch.vtensor<[2,4,8,16],f32>, %k: !torch.vtensor<[2,2,8,16],f32>, %l: !torch.vtensor<[2,4,8],f32>) {
   // CHECK: {{.*}}sp-dialect-invalid.mlir:[[# @LINE + 1]]:10: error: 'sp.attention_grad' op 4 query heads != 2 key/value heads x kv_groups 4
-  %a:3 = "sp.attention_grad"(%q, %q, %k, %k, %q, %l) {causal = true, scale = 0.25 : f64, kv_groups = 4 : i64} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,2,8,16],f32>, !torch.vtensor<[2,2,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,2,8,16],f32>, !torch.vtensor<[2,2,8,16],f32>)
+  %a:3 = "sp.attention_grad"(%q, %q, %k, %k, %q, %l) {causal = true, scale = 0.25 : f64, kv_groups = 4 : i64, window = 0 : i64} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,2,8,16],f32>, !torch.vtensor<[2,2,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,2,8,16],f32>, !torch.vtensor<[2,2,8,16],f32>)
   return
 }
 
 // -----
 func.func @grad_shape(%q: !torch.vtensor<[2,4,8,16],f32>, %k: !torch.vtensor<[2,2,8,16],f32>, %l: !torch.vtensor<[2,4,8],f32>) {
   // CHECK: {{.*}}sp-dialect-invalid.mlir:[[# @LINE + 1]]:10: error: 'sp.attention_grad' op gradient shape [2, 4, 8, 16] differs from its operand's shape [2, 2, 8, 16]
-  %a:3 = "sp.attention_grad"(%q, %q, %k, %k, %q, %l) {causal = true, scale = 0.25 : f64, kv_groups = 2 : i64} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,2,8,16],f32>, !torch.vtensor<[2,2,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,2,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>)
+  %a:3 = "sp.attention_grad"(%q, %q, %k, %k, %q, %l) {causal = true, scale = 0.25 : f64, kv_groups = 2 : i64, window = 0 : i64} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,2,8,16],f32>, !torch.vtensor<[2,2,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,2,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>)
   return
 }
 
@@ -263,7 +277,7 @@ func.func @grad_shape(%q: !torch.vtensor<[2,4,8,16],f32>, %k: !torch.vtensor<[2,
 
 func.func @ring_group(%q: !torch.vtensor<[2,4,8,16],f32>) {
   // CHECK: {{.*}}sp-dialect-invalid.mlir:[[# @LINE + 1]]:12: error: 'sp.ring_attention' op group must be one of sp, dp, world, ulysses, ring, got 'tp'
-  %o, %l = "sp.ring_attention"(%q, %q, %q) {causal = true, scale = 0.25 : f64, kv_groups = 1 : i64, group = "tp"} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>)
+  %o, %l = "sp.ring_attention"(%q, %q, %q) {causal = true, scale = 0.25 : f64, kv_groups = 1 : i64, group = "tp", window = 0 : i64} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>)
   return
 }
 
@@ -271,7 +285,7 @@ func.func @ring_group(%q: !torch.vtensor<[2,4,8,16],f32>) {
 
 func.func @ring_kv_groups(%q: !torch.vtensor<[2,4,8,16],f32>, %k: !torch.vtensor<[2,2,8,16],f32>) {
   // CHECK: {{.*}}sp-dialect-invalid.mlir:[[# @LINE + 1]]:12: error: 'sp.ring_attention' op 4 query heads != 2 key/value heads x kv_groups 1
-  %o, %l = "sp.ring_attention"(%q, %k, %k) {causal = true, scale = 0.25 : f64, kv_groups = 1 : i64, group = "sp"} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,2,8,16],f32>, !torch.vtensor<[2,2,8,16],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>)
+  %o, %l = "sp.ring_attention"(%q, %k, %k) {causal = true, scale = 0.25 : f64, kv_groups = 1 : i64, group = "sp", window = 0 : i64} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,2,8,16],f32>, !torch.vtensor<[2,2,8,16],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>)
   return
 }
 
@@ -279,7 +293,7 @@ func.func @ring_kv_groups(%q: !torch.vtensor<[2,4,8,16],f32>, %k: !torch.vtensor
 
 func.func @ring_grad_shape(%q: !torch.vtensor<[2,4,8,16],f32>, %l: !torch.vtensor<[2,4,8],f32>) {
   // CHECK: {{.*}}sp-dialect-invalid.mlir:[[# @LINE + 1]]:10: error: 'sp.ring_attention_grad' op gradient shape [2, 4, 4, 16] differs from its operand's shape [2, 4, 8, 16]
-  %a:3 = "sp.ring_attention_grad"(%q, %q, %q, %q, %q, %l) {causal = true, scale = 0.25 : f64, kv_groups = 1 : i64, group = "sp"} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>) -> (!torch.vtensor<[2,4,4,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>)
+  %a:3 = "sp.ring_attention_grad"(%q, %q, %q, %q, %q, %l) {causal = true, scale = 0.25 : f64, kv_groups = 1 : i64, group = "sp", window = 0 : i64} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>) -> (!torch.vtensor<[2,4,4,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>)
   return
 }
 

@@ -4,28 +4,28 @@
 
 // CHECK-LABEL: func.func @attention
 // CHECK-SAME:    (%[[Q:[^:]+]]: !torch.vtensor<[2,4,8,16],f32>, %[[K:[^:]+]]: !torch.vtensor<[2,2,8,16],f32>, %[[V:[^:]+]]: !torch.vtensor<[2,2,8,16],f32>)
-// CHECK:         %[[A:[0-9]+]]:2 = "sp.attention"(%[[Q]], %[[K]], %[[V]]) {causal = true, kv_groups = 2 : i64, scale = 2.500000e-01 : f64} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,2,8,16],f32>, !torch.vtensor<[2,2,8,16],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>)
+// CHECK:         %[[A:[0-9]+]]:2 = "sp.attention"(%[[Q]], %[[K]], %[[V]]) {causal = true, kv_groups = 2 : i64, scale = 2.500000e-01 : f64, window = 0 : i64} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,2,8,16],f32>, !torch.vtensor<[2,2,8,16],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>)
 // CHECK:         return %[[A]]#0, %[[A]]#1
 func.func @attention(%q: !torch.vtensor<[2,4,8,16],f32>, %k: !torch.vtensor<[2,2,8,16],f32>, %v: !torch.vtensor<[2,2,8,16],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>) {
-  %o, %lse = "sp.attention"(%q, %k, %v) {causal = true, scale = 0.25 : f64, kv_groups = 2 : i64} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,2,8,16],f32>, !torch.vtensor<[2,2,8,16],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>)
+  %o, %lse = "sp.attention"(%q, %k, %v) {causal = true, scale = 0.25 : f64, kv_groups = 2 : i64, window = 0 : i64} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,2,8,16],f32>, !torch.vtensor<[2,2,8,16],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>)
   return %o, %lse : !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>
 }
 
 // A non-causal flag is an i1 zero: it must survive the round trip (falsy attributes are easy to drop).
 // CHECK-LABEL: func.func @attention_noncausal
-// CHECK:         "sp.attention"(%{{.+}}, %{{.+}}, %{{.+}}) {causal = false, kv_groups = 1 : i64, scale = 1.250000e-01 : f64}
+// CHECK:         "sp.attention"(%{{.+}}, %{{.+}}, %{{.+}}) {causal = false, kv_groups = 1 : i64, scale = 1.250000e-01 : f64, window = 0 : i64}
 func.func @attention_noncausal(%q: !torch.vtensor<[1,2,4,8],f32>) -> !torch.vtensor<[1,2,4,8],f32> {
-  %o, %lse = "sp.attention"(%q, %q, %q) {causal = false, scale = 0.125 : f64, kv_groups = 1 : i64} : (!torch.vtensor<[1,2,4,8],f32>, !torch.vtensor<[1,2,4,8],f32>, !torch.vtensor<[1,2,4,8],f32>) -> (!torch.vtensor<[1,2,4,8],f32>, !torch.vtensor<[1,2,4],f32>)
+  %o, %lse = "sp.attention"(%q, %q, %q) {causal = false, scale = 0.125 : f64, kv_groups = 1 : i64, window = 0 : i64} : (!torch.vtensor<[1,2,4,8],f32>, !torch.vtensor<[1,2,4,8],f32>, !torch.vtensor<[1,2,4,8],f32>) -> (!torch.vtensor<[1,2,4,8],f32>, !torch.vtensor<[1,2,4],f32>)
   return %o : !torch.vtensor<[1,2,4,8],f32>
 }
 
 // CHECK-LABEL: func.func @attention_grad
 // CHECK-SAME:    (%[[DO:[^:]+]]: !torch.vtensor<[2,4,8,16],f32>, %[[Q:[^:]+]]: !torch.vtensor<[2,4,8,16],f32>, %[[K:[^:]+]]: !torch.vtensor<[2,2,8,16],f32>, %[[V:[^:]+]]: !torch.vtensor<[2,2,8,16],f32>, %[[O:[^:]+]]: !torch.vtensor<[2,4,8,16],f32>, %[[L:[^:]+]]: !torch.vtensor<[2,4,8],f32>)
-// CHECK:         %[[G:[0-9]+]]:3 = "sp.attention_grad"(%[[DO]], %[[Q]], %[[K]], %[[V]], %[[O]], %[[L]]) {causal = true, kv_groups = 2 : i64, scale = 2.500000e-01 : f64}
+// CHECK:         %[[G:[0-9]+]]:3 = "sp.attention_grad"(%[[DO]], %[[Q]], %[[K]], %[[V]], %[[O]], %[[L]]) {causal = true, kv_groups = 2 : i64, scale = 2.500000e-01 : f64, window = 0 : i64}
 // CHECK-SAME:      -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,2,8,16],f32>, !torch.vtensor<[2,2,8,16],f32>)
 // CHECK:         return %[[G]]#0, %[[G]]#1, %[[G]]#2
 func.func @attention_grad(%do: !torch.vtensor<[2,4,8,16],f32>, %q: !torch.vtensor<[2,4,8,16],f32>, %k: !torch.vtensor<[2,2,8,16],f32>, %v: !torch.vtensor<[2,2,8,16],f32>, %o: !torch.vtensor<[2,4,8,16],f32>, %lse: !torch.vtensor<[2,4,8],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,2,8,16],f32>, !torch.vtensor<[2,2,8,16],f32>) {
-  %dq, %dk, %dv = "sp.attention_grad"(%do, %q, %k, %v, %o, %lse) {causal = true, scale = 0.25 : f64, kv_groups = 2 : i64} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,2,8,16],f32>, !torch.vtensor<[2,2,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,2,8,16],f32>, !torch.vtensor<[2,2,8,16],f32>)
+  %dq, %dk, %dv = "sp.attention_grad"(%do, %q, %k, %v, %o, %lse) {causal = true, scale = 0.25 : f64, kv_groups = 2 : i64, window = 0 : i64} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,2,8,16],f32>, !torch.vtensor<[2,2,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,2,8,16],f32>, !torch.vtensor<[2,2,8,16],f32>)
   return %dq, %dk, %dv : !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,2,8,16],f32>, !torch.vtensor<[2,2,8,16],f32>
 }
 
@@ -71,8 +71,8 @@ func.func @builtin_tensors(%x: tensor<4x8xf32>, %u: !torch.vtensor<*,f32>) -> (t
 // CHECK-NEXT:    return
 // CHECK-NEXT:  }
 func.func @unused_ops_are_erased(%x: !torch.vtensor<[2,4,8,16],f32>, %lse: !torch.vtensor<[2,4,8],f32>, %labels: !torch.vtensor<[2,4],si64>) {
-  %o, %l = "sp.attention"(%x, %x, %x) {causal = true, scale = 0.25 : f64, kv_groups = 1 : i64} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>)
-  %dq, %dk, %dv = "sp.attention_grad"(%x, %x, %x, %x, %x, %lse) {causal = true, scale = 0.25 : f64, kv_groups = 1 : i64} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>)
+  %o, %l = "sp.attention"(%x, %x, %x) {causal = true, scale = 0.25 : f64, kv_groups = 1 : i64, window = 0 : i64} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>)
+  %dq, %dk, %dv = "sp.attention_grad"(%x, %x, %x, %x, %x, %lse) {causal = true, scale = 0.25 : f64, kv_groups = 1 : i64, window = 0 : i64} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>)
   %0 = "sp.all_to_all"(%x) {scatter_dim = 1 : i64, gather_dim = 2 : i64, group = "sp"} : (!torch.vtensor<[2,4,8,16],f32>) -> !torch.vtensor<[2,2,16,16],f32>
   %1 = "sp.all_reduce"(%x) {op = "sum", group = "sp"} : (!torch.vtensor<[2,4,8,16],f32>) -> !torch.vtensor<[2,4,8,16],f32>
   %2 = "sp.all_gather"(%x) {dim = 2 : i64, group = "sp"} : (!torch.vtensor<[2,4,8,16],f32>) -> !torch.vtensor<[2,4,16,16],f32>

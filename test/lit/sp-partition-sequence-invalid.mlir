@@ -30,7 +30,7 @@ func.func @heads_not_divisible(%ids: !torch.vtensor<[2,8],si64>, %w: !torch.vten
   %v = torch.aten.view %x, %l : !torch.vtensor<[2,8,12],f32>, !torch.list<int> -> !torch.vtensor<[2,8,3,4],f32>
   %q = torch.aten.transpose.int %v, %int1, %int2 : !torch.vtensor<[2,8,3,4],f32>, !torch.int, !torch.int -> !torch.vtensor<[2,3,8,4],f32>
   // ULYSSES: {{.*}}sp-partition-sequence-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: sp-partition-sequence: attention has 3 heads, which sp=2 does not divide (Ulysses splits heads across ranks; attention=ring or auto passes K/V blocks around the ranks instead)
-  %o, %lse = "sp.attention"(%q, %q, %q) {causal = true, scale = 0.5 : f64, kv_groups = 1 : i64} : (!torch.vtensor<[2,3,8,4],f32>, !torch.vtensor<[2,3,8,4],f32>, !torch.vtensor<[2,3,8,4],f32>) -> (!torch.vtensor<[2,3,8,4],f32>, !torch.vtensor<[2,3,8],f32>)
+  %o, %lse = "sp.attention"(%q, %q, %q) {causal = true, scale = 0.5 : f64, kv_groups = 1 : i64, window = 0 : i64} : (!torch.vtensor<[2,3,8,4],f32>, !torch.vtensor<[2,3,8,4],f32>, !torch.vtensor<[2,3,8,4],f32>) -> (!torch.vtensor<[2,3,8,4],f32>, !torch.vtensor<[2,3,8],f32>)
   %s = torch.aten.sum %o, %none : !torch.vtensor<[2,3,8,4],f32>, !torch.none -> !torch.vtensor<[],f32>
   return %s : !torch.vtensor<[],f32>
 }

@@ -67,7 +67,7 @@ func.func @tokens(%emb: !torch.vtensor<[32,16],f32>, %w: !torch.vtensor<[16,8],f
 // CHECK-NEXT:    %[[QH:[0-9]+]] = "sp.all_to_all"(%[[Q]]) {gather_dim = 2 : i64, group = "sp", scatter_dim = 1 : i64} : (!torch.vtensor<[2,4,4,4],f32>) -> !torch.vtensor<[2,2,8,4],f32>
 // CHECK-NEXT:    %[[KH:[0-9]+]] = "sp.all_to_all"(%[[K]]) {gather_dim = 2 : i64, group = "sp", scatter_dim = 1 : i64} : (!torch.vtensor<[2,2,4,4],f32>) -> !torch.vtensor<[2,1,8,4],f32>
 // CHECK-NEXT:    %[[VH:[0-9]+]] = "sp.all_to_all"(%[[V]]) {gather_dim = 2 : i64, group = "sp", scatter_dim = 1 : i64} : (!torch.vtensor<[2,2,4,4],f32>) -> !torch.vtensor<[2,1,8,4],f32>
-// CHECK-NEXT:    %[[A:[0-9]+]]:2 = "sp.attention"(%[[QH]], %[[KH]], %[[VH]]) {causal = true, kv_groups = 2 : i64, scale = 5.000000e-01 : f64} : (!torch.vtensor<[2,2,8,4],f32>, !torch.vtensor<[2,1,8,4],f32>, !torch.vtensor<[2,1,8,4],f32>) -> (!torch.vtensor<[2,2,8,4],f32>, !torch.vtensor<[2,2,8],f32>)
+// CHECK-NEXT:    %[[A:[0-9]+]]:2 = "sp.attention"(%[[QH]], %[[KH]], %[[VH]]) {causal = true, kv_groups = 2 : i64, scale = 5.000000e-01 : f64, window = 0 : i64} : (!torch.vtensor<[2,2,8,4],f32>, !torch.vtensor<[2,1,8,4],f32>, !torch.vtensor<[2,1,8,4],f32>) -> (!torch.vtensor<[2,2,8,4],f32>, !torch.vtensor<[2,2,8],f32>)
 // CHECK-NEXT:    %[[O:[0-9]+]] = "sp.all_to_all"(%[[A]]#0) {gather_dim = 1 : i64, group = "sp", scatter_dim = 2 : i64} : (!torch.vtensor<[2,2,8,4],f32>) -> !torch.vtensor<[2,4,4,4],f32>
 // CHECK-NEXT:    %[[S:[0-9]+]] = torch.aten.sum %[[O]], %none {sp.layout = ["partial"]}
 // CHECK-NEXT:    %[[R:[0-9]+]] = "sp.all_reduce"(%[[S]]) {group = "sp", op = "sum"}
@@ -76,14 +76,14 @@ func.func @tokens(%emb: !torch.vtensor<[32,16],f32>, %w: !torch.vtensor<[16,8],f
 // RING:        module attributes {sp.attention_scheme = {{.*}}scheme = "ring 2"}, sp.mesh = {dp = 1 : i64, order = "zigzag", sp = 2 : i64}}
 // RING-LABEL:  func.func @attention
 // RING-NOT:      sp.all_to_all
-// RING:          %[[A:[0-9]+]]:2 = "sp.ring_attention"(%{{[0-9]+}}, %{{[0-9]+}}, %{{[0-9]+}}) {causal = true, group = "sp", kv_groups = 2 : i64, scale = 5.000000e-01 : f64} : (!torch.vtensor<[2,4,4,4],f32>, !torch.vtensor<[2,2,4,4],f32>, !torch.vtensor<[2,2,4,4],f32>) -> (!torch.vtensor<[2,4,4,4],f32>, !torch.vtensor<[2,4,4],f32>)
+// RING:          %[[A:[0-9]+]]:2 = "sp.ring_attention"(%{{[0-9]+}}, %{{[0-9]+}}, %{{[0-9]+}}) {causal = true, group = "sp", kv_groups = 2 : i64, scale = 5.000000e-01 : f64, window = 0 : i64} : (!torch.vtensor<[2,4,4,4],f32>, !torch.vtensor<[2,2,4,4],f32>, !torch.vtensor<[2,2,4,4],f32>) -> (!torch.vtensor<[2,4,4,4],f32>, !torch.vtensor<[2,4,4],f32>)
 // RING-NEXT:     torch.aten.sum %[[A]]#0, %none
 // HYBRID:        module attributes {sp.attention_scheme = {bytes = {"hybrid 2x2" = {{.*}} : f64, "ring 4" = {{.*}} : f64, "ulysses 4" = {{.*}} : f64}, scheme = "hybrid 2x2"}, sp.mesh = {dp = 1 : i64, order = "zigzag", sp = 4 : i64, ulysses = 2 : i64}}
 // HYBRID-LABEL:  func.func @attention
 // HYBRID:          %[[QH:[0-9]+]] = "sp.all_to_all"(%{{[0-9]+}}) {gather_dim = 2 : i64, group = "ulysses", scatter_dim = 1 : i64} : (!torch.vtensor<[2,4,2,4],f32>) -> !torch.vtensor<[2,2,4,4],f32>
 // HYBRID-NEXT:     %[[KH:[0-9]+]] = "sp.all_to_all"(%{{[0-9]+}}) {gather_dim = 2 : i64, group = "ulysses", scatter_dim = 1 : i64} : (!torch.vtensor<[2,2,2,4],f32>) -> !torch.vtensor<[2,1,4,4],f32>
 // HYBRID-NEXT:     %[[VH:[0-9]+]] = "sp.all_to_all"(%{{[0-9]+}}) {gather_dim = 2 : i64, group = "ulysses", scatter_dim = 1 : i64}
-// HYBRID-NEXT:     %[[A:[0-9]+]]:2 = "sp.ring_attention"(%[[QH]], %[[KH]], %[[VH]]) {causal = true, group = "ring", kv_groups = 2 : i64, scale = 5.000000e-01 : f64} : {{.*}} -> (!torch.vtensor<[2,2,4,4],f32>, !torch.vtensor<[2,2,4],f32>)
+// HYBRID-NEXT:     %[[A:[0-9]+]]:2 = "sp.ring_attention"(%[[QH]], %[[KH]], %[[VH]]) {causal = true, group = "ring", kv_groups = 2 : i64, scale = 5.000000e-01 : f64, window = 0 : i64} : {{.*}} -> (!torch.vtensor<[2,2,4,4],f32>, !torch.vtensor<[2,2,4],f32>)
 // HYBRID-NEXT:     "sp.all_to_all"(%[[A]]#0) {gather_dim = 1 : i64, group = "ulysses", scatter_dim = 2 : i64} : (!torch.vtensor<[2,2,4,4],f32>) -> !torch.vtensor<[2,4,2,4],f32>
 // ONE-LABEL:   func.func @attention
 // ONE-NOT:       sp.all_to_all
@@ -112,7 +112,7 @@ func.func @attention(%emb: !torch.vtensor<[32,16],f32>, %wk: !torch.vtensor<[16,
   %vf = torch.aten.mm %tok, %wv : !torch.vtensor<[16,16],f32>, !torch.vtensor<[16,8],f32> -> !torch.vtensor<[16,8],f32>
   %v4 = torch.aten.view %vf, %lk : !torch.vtensor<[16,8],f32>, !torch.list<int> -> !torch.vtensor<[2,8,2,4],f32>
   %v = torch.aten.transpose.int %v4, %int1, %int2 : !torch.vtensor<[2,8,2,4],f32>, !torch.int, !torch.int -> !torch.vtensor<[2,2,8,4],f32>
-  %o, %lse = "sp.attention"(%q, %k, %v) {causal = true, scale = 0.5 : f64, kv_groups = 2 : i64} : (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,2,8,4],f32>, !torch.vtensor<[2,2,8,4],f32>) -> (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8],f32>)
+  %o, %lse = "sp.attention"(%q, %k, %v) {causal = true, scale = 0.5 : f64, kv_groups = 2 : i64, window = 0 : i64} : (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,2,8,4],f32>, !torch.vtensor<[2,2,8,4],f32>) -> (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8],f32>)
   %s = torch.aten.sum %o, %none : !torch.vtensor<[2,4,8,4],f32>, !torch.none -> !torch.vtensor<[],f32>
   return %s : !torch.vtensor<[],f32>
 }
@@ -128,7 +128,7 @@ func.func @attention(%emb: !torch.vtensor<[32,16],f32>, %wk: !torch.vtensor<[16,
 // CHECK-NEXT:    torch.aten.detach
 // CHECK-NEXT:    %[[DO:[0-9]+]] = torch.aten.neg %[[Q]]
 // CHECK-NEXT:    %[[DOH:[0-9]+]] = "sp.all_to_all"(%[[DO]]) {gather_dim = 2 : i64, group = "sp", scatter_dim = 1 : i64} : (!torch.vtensor<[2,4,4,4],f32>) -> !torch.vtensor<[2,2,8,4],f32>
-// CHECK-NEXT:    %[[G:[0-9]+]]:3 = "sp.attention_grad"(%[[DOH]], %[[QH]], %[[KH]], %[[KH]], %[[A]]#0, %[[A]]#1) {causal = true, kv_groups = 2 : i64, scale = 5.000000e-01 : f64}
+// CHECK-NEXT:    %[[G:[0-9]+]]:3 = "sp.attention_grad"(%[[DOH]], %[[QH]], %[[KH]], %[[KH]], %[[A]]#0, %[[A]]#1) {causal = true, kv_groups = 2 : i64, scale = 5.000000e-01 : f64, window = 0 : i64}
 // CHECK-SAME:      -> (!torch.vtensor<[2,2,8,4],f32>, !torch.vtensor<[2,1,8,4],f32>, !torch.vtensor<[2,1,8,4],f32>)
 // CHECK-NEXT:    "sp.all_to_all"(%[[G]]#0) {gather_dim = 1 : i64, group = "sp", scatter_dim = 2 : i64} : (!torch.vtensor<[2,2,8,4],f32>) -> !torch.vtensor<[2,4,4,4],f32>
 // CHECK-NEXT:    %[[DK:[0-9]+]] = "sp.all_to_all"(%[[G]]#1) {gather_dim = 1 : i64, group = "sp", scatter_dim = 2 : i64} : (!torch.vtensor<[2,1,8,4],f32>) -> !torch.vtensor<[2,2,4,4],f32>
@@ -140,7 +140,7 @@ func.func @attention(%emb: !torch.vtensor<[32,16],f32>, %wk: !torch.vtensor<[16,
 // RING:          %[[A:[0-9]+]]:2 = "sp.ring_attention"(%[[Q:[0-9]+]], %[[K:[0-9]+]], %[[K]])
 // RING-NEXT:     %[[O:[0-9]+]] = torch.aten.detach %[[A]]#0 {sp.layout = ["seq<2>"]} : !torch.vtensor<[2,4,4,4],f32>
 // RING-NEXT:     %[[DO:[0-9]+]] = torch.aten.neg %[[Q]]
-// RING-NEXT:     "sp.ring_attention_grad"(%[[DO]], %[[Q]], %[[K]], %[[K]], %[[O]], %[[A]]#1) {causal = true, group = "sp", kv_groups = 2 : i64, scale = 5.000000e-01 : f64}
+// RING-NEXT:     "sp.ring_attention_grad"(%[[DO]], %[[Q]], %[[K]], %[[K]], %[[O]], %[[A]]#1) {causal = true, group = "sp", kv_groups = 2 : i64, scale = 5.000000e-01 : f64, window = 0 : i64}
 // RING-SAME:       -> (!torch.vtensor<[2,4,4,4],f32>, !torch.vtensor<[2,2,4,4],f32>, !torch.vtensor<[2,2,4,4],f32>)
 // RING-NOT:      "sp.all_to_all"
 func.func @attention_grad(%emb: !torch.vtensor<[32,16],f32>, %wk: !torch.vtensor<[16,8],f32>, %ids: !torch.vtensor<[2,8],si64>) -> !torch.vtensor<[],f32> attributes {sp.args = ["param:emb", "param:wk", "input:input_ids"], sp.results = ["loss"]} {
@@ -162,32 +162,33 @@ func.func @attention_grad(%emb: !torch.vtensor<[32,16],f32>, %wk: !torch.vtensor
   %kf = torch.aten.mm %tok, %wk : !torch.vtensor<[16,16],f32>, !torch.vtensor<[16,8],f32> -> !torch.vtensor<[16,8],f32>
   %k4 = torch.aten.view %kf, %lk : !torch.vtensor<[16,8],f32>, !torch.list<int> -> !torch.vtensor<[2,8,2,4],f32>
   %k = torch.aten.transpose.int %k4, %int1, %int2 : !torch.vtensor<[2,8,2,4],f32>, !torch.int, !torch.int -> !torch.vtensor<[2,2,8,4],f32>
-  %o, %lse = "sp.attention"(%q, %k, %k) {causal = true, scale = 0.5 : f64, kv_groups = 2 : i64} : (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,2,8,4],f32>, !torch.vtensor<[2,2,8,4],f32>) -> (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8],f32>)
+  %o, %lse = "sp.attention"(%q, %k, %k) {causal = true, scale = 0.5 : f64, kv_groups = 2 : i64, window = 0 : i64} : (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,2,8,4],f32>, !torch.vtensor<[2,2,8,4],f32>) -> (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8],f32>)
   %od = torch.aten.detach %o : !torch.vtensor<[2,4,8,4],f32> -> !torch.vtensor<[2,4,8,4],f32>
   %dout = torch.aten.neg %q : !torch.vtensor<[2,4,8,4],f32> -> !torch.vtensor<[2,4,8,4],f32>
-  %g:3 = "sp.attention_grad"(%dout, %q, %k, %k, %od, %lse) {causal = true, scale = 0.5 : f64, kv_groups = 2 : i64} : (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,2,8,4],f32>, !torch.vtensor<[2,2,8,4],f32>, !torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8],f32>) -> (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,2,8,4],f32>, !torch.vtensor<[2,2,8,4],f32>)
+  %g:3 = "sp.attention_grad"(%dout, %q, %k, %k, %od, %lse) {causal = true, scale = 0.5 : f64, kv_groups = 2 : i64, window = 0 : i64} : (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,2,8,4],f32>, !torch.vtensor<[2,2,8,4],f32>, !torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8],f32>) -> (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,2,8,4],f32>, !torch.vtensor<[2,2,8,4],f32>)
   %s = torch.aten.sum %g#1, %none : !torch.vtensor<[2,2,8,4],f32>, !torch.none -> !torch.vtensor<[],f32>
   return %s : !torch.vtensor<[],f32>
 }
 // -----
-// 1 KV head cannot be split over 2 ranks: every rank gathers the whole K/V sequence, repeats it
-// to the query heads and keeps its own heads (kv_groups becomes 1). In the backward the repeated
-// heads' gradients are summed back into their KV head.
-// CHECK-LABEL: func.func @replicate_kv
+// 1 KV head cannot be split over 2 ranks: it is repeated twice (the least number of heads 2 ranks
+// divide), so the all-to-all sends each rank one copy, the KV head its 2 query heads read
+// (kv_groups becomes 2), never the whole K/V. In the backward the copies' gradients come back the
+// same way and are summed into their KV head.
+// CHECK-LABEL: func.func @repeat_kv
 // CHECK:         %[[QH:[0-9]+]] = "sp.all_to_all"(%{{[0-9]+}}) {gather_dim = 2 : i64, group = "sp", scatter_dim = 1 : i64} : (!torch.vtensor<[2,4,4,4],f32>) -> !torch.vtensor<[2,2,8,4],f32>
-// CHECK-NEXT:    %[[FULL:[0-9]+]] = "sp.all_gather"(%{{[0-9]+}}) {dim = 2 : i64, group = "sp"} : (!torch.vtensor<[2,1,4,4],f32>) -> !torch.vtensor<[2,1,8,4],f32>
-// CHECK:         %[[REP:[0-9]+]] = torch.aten.repeat_interleave.self_int %[[FULL]], %int4{{[_0-9]*}}, %int1{{[_0-9]*}}, %none{{[_0-9]*}} : !torch.vtensor<[2,1,8,4],f32>, !torch.int, !torch.int, !torch.none -> !torch.vtensor<[2,4,8,4],f32>
-// CHECK-NEXT:    %[[KH:[0-9]+]] = "sp.shard_slice"(%[[REP]]) {dim = 1 : i64, group = "sp"} : (!torch.vtensor<[2,4,8,4],f32>) -> !torch.vtensor<[2,2,8,4],f32>
-// CHECK-NEXT:    %[[A:[0-9]+]]:2 = "sp.attention"(%[[QH]], %[[KH]], %[[KH]]) {causal = true, kv_groups = 1 : i64, scale = 5.000000e-01 : f64}
-// CHECK:         %[[G:[0-9]+]]:3 = "sp.attention_grad"(%{{[0-9]+}}, %[[QH]], %[[KH]], %[[KH]], %[[A]]#0, %[[A]]#1) {causal = true, kv_groups = 1 : i64, scale = 5.000000e-01 : f64}
-// CHECK:         %[[DK:[0-9]+]] = "sp.all_to_all"(%[[G]]#1) {{.*}} -> !torch.vtensor<[2,4,4,4],f32>
-// CHECK:         %[[DK5:[0-9]+]] = torch.aten.view %[[DK]], %{{[0-9]+}} : {{.*}} -> !torch.vtensor<[2,1,4,4,4],f32>
+// CHECK:         %[[REP:[0-9]+]] = torch.aten.repeat_interleave.self_int %{{[0-9]+}}, %int2{{[_0-9]*}}, %int1{{[_0-9]*}}, %none{{[_0-9]*}} : !torch.vtensor<[2,1,4,4],f32>, !torch.int, !torch.int, !torch.none -> !torch.vtensor<[2,2,4,4],f32>
+// CHECK-NEXT:    %[[KH:[0-9]+]] = "sp.all_to_all"(%[[REP]]) {gather_dim = 2 : i64, group = "sp", scatter_dim = 1 : i64} : (!torch.vtensor<[2,2,4,4],f32>) -> !torch.vtensor<[2,1,8,4],f32>
+// CHECK-NEXT:    %[[A:[0-9]+]]:2 = "sp.attention"(%[[QH]], %[[KH]], %[[KH]]) {causal = true, kv_groups = 2 : i64, scale = 5.000000e-01 : f64, window = 0 : i64}
+// CHECK-NOT:     sp.all_gather
+// CHECK:         %[[G:[0-9]+]]:3 = "sp.attention_grad"(%{{[0-9]+}}, %[[QH]], %[[KH]], %[[KH]], %[[A]]#0, %[[A]]#1) {causal = true, kv_groups = 2 : i64, scale = 5.000000e-01 : f64, window = 0 : i64}
+// CHECK:         %[[DK:[0-9]+]] = "sp.all_to_all"(%[[G]]#1) {{.*}} : (!torch.vtensor<[2,1,8,4],f32>) -> !torch.vtensor<[2,2,4,4],f32>
+// CHECK:         %[[DK5:[0-9]+]] = torch.aten.view %[[DK]], %{{[0-9]+}} : {{.*}} -> !torch.vtensor<[2,1,2,4,4],f32>
 // CHECK:         torch.aten.sum.dim_IntList %[[DK5]], {{.*}} -> !torch.vtensor<[2,1,4,4],f32>
-// CHECK:         %[[DV:[0-9]+]] = "sp.all_to_all"(%[[G]]#2) {{.*}} -> !torch.vtensor<[2,4,4,4],f32>
-// CHECK:         %[[DV5:[0-9]+]] = torch.aten.view %[[DV]], %{{[0-9]+}} : {{.*}} -> !torch.vtensor<[2,1,4,4,4],f32>
+// CHECK:         %[[DV:[0-9]+]] = "sp.all_to_all"(%[[G]]#2) {{.*}} : (!torch.vtensor<[2,1,8,4],f32>) -> !torch.vtensor<[2,2,4,4],f32>
+// CHECK:         %[[DV5:[0-9]+]] = torch.aten.view %[[DV]], %{{[0-9]+}} : {{.*}} -> !torch.vtensor<[2,1,2,4,4],f32>
 // CHECK:         %[[DVS:[0-9]+]] = torch.aten.sum.dim_IntList %[[DV5]], {{.*}} -> !torch.vtensor<[2,1,4,4],f32>
 // CHECK:         torch.aten.sum %[[DVS]], %none {sp.layout = ["partial"]}
-func.func @replicate_kv(%emb: !torch.vtensor<[32,16],f32>, %wk: !torch.vtensor<[16,4],f32>, %ids: !torch.vtensor<[2,8],si64>) -> !torch.vtensor<[],f32> attributes {sp.args = ["param:emb", "param:wk", "input:input_ids"], sp.results = ["loss"]} {
+func.func @repeat_kv(%emb: !torch.vtensor<[32,16],f32>, %wk: !torch.vtensor<[16,4],f32>, %ids: !torch.vtensor<[2,8],si64>) -> !torch.vtensor<[],f32> attributes {sp.args = ["param:emb", "param:wk", "input:input_ids"], sp.results = ["loss"]} {
   %int-1 = torch.constant.int -1
   %int1 = torch.constant.int 1
   %int2 = torch.constant.int 2
@@ -206,9 +207,9 @@ func.func @replicate_kv(%emb: !torch.vtensor<[32,16],f32>, %wk: !torch.vtensor<[
   %kf = torch.aten.mm %tok, %wk : !torch.vtensor<[16,16],f32>, !torch.vtensor<[16,4],f32> -> !torch.vtensor<[16,4],f32>
   %k4 = torch.aten.view %kf, %lk : !torch.vtensor<[16,4],f32>, !torch.list<int> -> !torch.vtensor<[2,8,1,4],f32>
   %k = torch.aten.transpose.int %k4, %int1, %int2 : !torch.vtensor<[2,8,1,4],f32>, !torch.int, !torch.int -> !torch.vtensor<[2,1,8,4],f32>
-  %o, %lse = "sp.attention"(%q, %k, %k) {causal = true, scale = 0.5 : f64, kv_groups = 4 : i64} : (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,1,8,4],f32>, !torch.vtensor<[2,1,8,4],f32>) -> (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8],f32>)
+  %o, %lse = "sp.attention"(%q, %k, %k) {causal = true, scale = 0.5 : f64, kv_groups = 4 : i64, window = 0 : i64} : (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,1,8,4],f32>, !torch.vtensor<[2,1,8,4],f32>) -> (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8],f32>)
   %dout = torch.aten.neg %q : !torch.vtensor<[2,4,8,4],f32> -> !torch.vtensor<[2,4,8,4],f32>
-  %g:3 = "sp.attention_grad"(%dout, %q, %k, %k, %o, %lse) {causal = true, scale = 0.5 : f64, kv_groups = 4 : i64} : (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,1,8,4],f32>, !torch.vtensor<[2,1,8,4],f32>, !torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8],f32>) -> (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,1,8,4],f32>, !torch.vtensor<[2,1,8,4],f32>)
+  %g:3 = "sp.attention_grad"(%dout, %q, %k, %k, %o, %lse) {causal = true, scale = 0.5 : f64, kv_groups = 4 : i64, window = 0 : i64} : (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,1,8,4],f32>, !torch.vtensor<[2,1,8,4],f32>, !torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8],f32>) -> (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,1,8,4],f32>, !torch.vtensor<[2,1,8,4],f32>)
   %s = torch.aten.sum %g#2, %none : !torch.vtensor<[2,1,8,4],f32>, !torch.none -> !torch.vtensor<[],f32>
   return %s : !torch.vtensor<[],f32>
 }

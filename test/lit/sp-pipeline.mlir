@@ -30,7 +30,7 @@
 // AUTO: sp.remat = "none"
 
 // The host program the runtime executes.
-// HOST: "format_version": 1,
+// HOST: "format_version": 2,
 // HOST-NEXT: "mesh": {
 // HOST-NEXT:  "sp": 2,
 // HOST-NEXT:  "dp": 1

@@ -54,10 +54,10 @@ func.func @train_step(%w: !torch.vtensor<[2,4,8,8],f32>, %x: !torch.vtensor<[2,4
   %none = torch.constant.none
   %a = torch.aten.mul.Tensor %x, %w : !torch.vtensor<[2,4,8,8],f32>, !torch.vtensor<[2,4,8,8],f32> -> !torch.vtensor<[2,4,8,8],f32> loc(#l0)
   %r = "sp.all_reduce"(%a) {group = "sp", op = "sum"} : (!torch.vtensor<[2,4,8,8],f32>) -> !torch.vtensor<[2,4,8,8],f32> loc(#l0)
-  %o:2 = "sp.attention"(%r, %r, %r) {causal = true, kv_groups = 1 : i64, scale = 0.35 : f64} : (!torch.vtensor<[2,4,8,8],f32>, !torch.vtensor<[2,4,8,8],f32>, !torch.vtensor<[2,4,8,8],f32>) -> (!torch.vtensor<[2,4,8,8],f32>, !torch.vtensor<[2,4,8],f32>) loc(#l1)
+  %o:2 = "sp.attention"(%r, %r, %r) {causal = true, kv_groups = 1 : i64, scale = 0.35 : f64, window = 0 : i64} : (!torch.vtensor<[2,4,8,8],f32>, !torch.vtensor<[2,4,8,8],f32>, !torch.vtensor<[2,4,8,8],f32>) -> (!torch.vtensor<[2,4,8,8],f32>, !torch.vtensor<[2,4,8],f32>) loc(#l1)
   %loss = torch.aten.sum %o#0, %none : !torch.vtensor<[2,4,8,8],f32>, !torch.none -> !torch.vtensor<[],f32> loc(#top)
   %seed = torch.aten.ones_like %o#0, %none, %none, %none, %none, %none : !torch.vtensor<[2,4,8,8],f32>, !torch.none, !torch.none, !torch.none, !torch.none, !torch.none -> !torch.vtensor<[2,4,8,8],f32> loc(#top)
-  %g:3 = "sp.attention_grad"(%seed, %r, %r, %r, %o#0, %o#1) {causal = true, kv_groups = 1 : i64, scale = 0.35 : f64} : (!torch.vtensor<[2,4,8,8],f32>, !torch.vtensor<[2,4,8,8],f32>, !torch.vtensor<[2,4,8,8],f32>, !torch.vtensor<[2,4,8,8],f32>, !torch.vtensor<[2,4,8,8],f32>, !torch.vtensor<[2,4,8],f32>) -> (!torch.vtensor<[2,4,8,8],f32>, !torch.vtensor<[2,4,8,8],f32>, !torch.vtensor<[2,4,8,8],f32>) loc(#l1)
+  %g:3 = "sp.attention_grad"(%seed, %r, %r, %r, %o#0, %o#1) {causal = true, kv_groups = 1 : i64, scale = 0.35 : f64, window = 0 : i64} : (!torch.vtensor<[2,4,8,8],f32>, !torch.vtensor<[2,4,8,8],f32>, !torch.vtensor<[2,4,8,8],f32>, !torch.vtensor<[2,4,8,8],f32>, !torch.vtensor<[2,4,8,8],f32>, !torch.vtensor<[2,4,8],f32>) -> (!torch.vtensor<[2,4,8,8],f32>, !torch.vtensor<[2,4,8,8],f32>, !torch.vtensor<[2,4,8,8],f32>) loc(#l1)
   %gw = torch.aten.mul.Tensor %g#0, %a : !torch.vtensor<[2,4,8,8],f32>, !torch.vtensor<[2,4,8,8],f32> -> !torch.vtensor<[2,4,8,8],f32> loc(#l0)
   return %loss, %gw : !torch.vtensor<[],f32>, !torch.vtensor<[2,4,8,8],f32>
 }

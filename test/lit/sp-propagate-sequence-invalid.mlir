@@ -31,7 +31,7 @@ func.func @heads_layout_read(%ids: !torch.vtensor<[2,8],si64>, %w: !torch.vtenso
   %l = torch.prim.ListConstruct %int2, %int8, %int4, %int4 : (!torch.int, !torch.int, !torch.int, !torch.int) -> !torch.list<int>
   %v = torch.aten.view %x, %l : !torch.vtensor<[2,8,16],f32>, !torch.list<int> -> !torch.vtensor<[2,8,4,4],f32>
   %t = torch.aten.transpose.int %v, %int1, %int2 : !torch.vtensor<[2,8,4,4],f32>, !torch.int, !torch.int -> !torch.vtensor<[2,4,8,4],f32>
-  %o, %lse = "sp.attention"(%t, %t, %t) {causal = true, scale = 0.5 : f64, kv_groups = 1 : i64} : (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8,4],f32>) -> (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8],f32>)
+  %o, %lse = "sp.attention"(%t, %t, %t) {causal = true, scale = 0.5 : f64, kv_groups = 1 : i64, window = 0 : i64} : (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8,4],f32>) -> (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8],f32>)
   // CHECK: {{.*}}sp-propagate-sequence-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: sp-propagate-sequence: aten.exp: operand 0 has layout heads<1>, which only its producer's partner op may read
   %e = torch.aten.exp %lse : !torch.vtensor<[2,4,8],f32> -> !torch.vtensor<[2,4,8],f32>
   return %e : !torch.vtensor<[2,4,8],f32>
@@ -98,7 +98,7 @@ func.func @reshape_heads(%ids: !torch.vtensor<[2,8],si64>, %w: !torch.vtensor<[3
   %l = torch.prim.ListConstruct %int2, %int8, %int4, %int4 : (!torch.int, !torch.int, !torch.int, !torch.int) -> !torch.list<int>
   %v = torch.aten.view %x, %l : !torch.vtensor<[2,8,16],f32>, !torch.list<int> -> !torch.vtensor<[2,8,4,4],f32>
   %t = torch.aten.transpose.int %v, %int1, %int2 : !torch.vtensor<[2,8,4,4],f32>, !torch.int, !torch.int -> !torch.vtensor<[2,4,8,4],f32>
-  %o, %lse = "sp.attention"(%t, %t, %t) {causal = true, scale = 0.5 : f64, kv_groups = 1 : i64} : (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8,4],f32>) -> (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8],f32>)
+  %o, %lse = "sp.attention"(%t, %t, %t) {causal = true, scale = 0.5 : f64, kv_groups = 1 : i64, window = 0 : i64} : (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8,4],f32>) -> (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8],f32>)
   %l1 = torch.prim.ListConstruct %int64 : (!torch.int) -> !torch.list<int>
   // CHECK: {{.*}}sp-propagate-sequence-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: sp-propagate-sequence: aten.view: cannot reshape a value with layout heads<1>
   %f = torch.aten.view %lse, %l1 : !torch.vtensor<[2,4,8],f32>, !torch.list<int> -> !torch.vtensor<[64],f32>
@@ -117,7 +117,7 @@ func.func @reduce_heads(%ids: !torch.vtensor<[2,8],si64>, %w: !torch.vtensor<[32
   %l = torch.prim.ListConstruct %int2, %int8, %int4, %int4 : (!torch.int, !torch.int, !torch.int, !torch.int) -> !torch.list<int>
   %v = torch.aten.view %x, %l : !torch.vtensor<[2,8,16],f32>, !torch.list<int> -> !torch.vtensor<[2,8,4,4],f32>
   %t = torch.aten.transpose.int %v, %int1, %int2 : !torch.vtensor<[2,8,4,4],f32>, !torch.int, !torch.int -> !torch.vtensor<[2,4,8,4],f32>
-  %o, %lse = "sp.attention"(%t, %t, %t) {causal = true, scale = 0.5 : f64, kv_groups = 1 : i64} : (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8,4],f32>) -> (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8],f32>)
+  %o, %lse = "sp.attention"(%t, %t, %t) {causal = true, scale = 0.5 : f64, kv_groups = 1 : i64, window = 0 : i64} : (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8,4],f32>) -> (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8],f32>)
   %none = torch.constant.none
   // CHECK: {{.*}}sp-propagate-sequence-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: sp-propagate-sequence: aten.sum: cannot reduce a value with layout heads<1>
   %s = torch.aten.sum %lse, %none : !torch.vtensor<[2,4,8],f32>, !torch.none -> !torch.vtensor<[],f32>
@@ -314,7 +314,7 @@ func.func @attention_operand_layout(%ids: !torch.vtensor<[2,8],si64>, %w: !torch
   %v = torch.aten.view %x, %l : !torch.vtensor<[2,8,16],f32>, !torch.list<int> -> !torch.vtensor<[2,8,4,4],f32>
   // A [B, S, H, D] tensor passed where [B, H, S, D] is expected (the transpose was forgotten).
   // CHECK: {{.*}}sp-propagate-sequence-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: sp-propagate-sequence: sp.attention: attention operand 0 must be sharded along its sequence dim 2, got seq<1>
-  %o, %lse = "sp.attention"(%v, %v, %v) {causal = true, scale = 0.5 : f64, kv_groups = 1 : i64} : (!torch.vtensor<[2,8,4,4],f32>, !torch.vtensor<[2,8,4,4],f32>, !torch.vtensor<[2,8,4,4],f32>) -> (!torch.vtensor<[2,8,4,4],f32>, !torch.vtensor<[2,8,4],f32>)
+  %o, %lse = "sp.attention"(%v, %v, %v) {causal = true, scale = 0.5 : f64, kv_groups = 1 : i64, window = 0 : i64} : (!torch.vtensor<[2,8,4,4],f32>, !torch.vtensor<[2,8,4,4],f32>, !torch.vtensor<[2,8,4,4],f32>) -> (!torch.vtensor<[2,8,4,4],f32>, !torch.vtensor<[2,8,4],f32>)
   return %o : !torch.vtensor<[2,8,4,4],f32>
 }
 // -----

@@ -137,8 +137,8 @@ func.func @replicated(%ids: !torch.vtensor<[2,8],si64>, %inv: !torch.vtensor<[8]
 // (heads<1>: only the matching attention_grad may read them). The gradients are seq<2> again.
 // CHECK-LABEL: func.func @attention
 // CHECK:         %[[Q:[0-9]+]] = torch.aten.transpose.int {{.*}}{sp.layout = ["seq<2>"]}
-// CHECK:         %[[A:[0-9]+]]:2 = "sp.attention"(%[[Q]], %[[Q]], %[[Q]]) {causal = true, kv_groups = 1 : i64, scale = 5.000000e-01 : f64, sp.layout = ["seq<2>", "heads<1>"]}
-// CHECK:         %[[G:[0-9]+]]:3 = "sp.attention_grad"(%[[A]]#0, %[[Q]], %[[Q]], %[[Q]], %[[A]]#0, %[[A]]#1) {{{.*}}sp.layout = ["seq<2>", "seq<2>", "seq<2>"]}
+// CHECK:         %[[A:[0-9]+]]:2 = "sp.attention"(%[[Q]], %[[Q]], %[[Q]]) {causal = true, kv_groups = 1 : i64, scale = 5.000000e-01 : f64, sp.layout = ["seq<2>", "heads<1>"], window = 0 : i64}
+// CHECK:         %[[G:[0-9]+]]:3 = "sp.attention_grad"(%[[A]]#0, %[[Q]], %[[Q]], %[[Q]], %[[A]]#0, %[[A]]#1) {{{.*}}sp.layout = ["seq<2>", "seq<2>", "seq<2>"], window = 0 : i64}
 // CHECK:         torch.aten.transpose.int %[[G]]#0, %int1, %int2 {sp.layout = ["seq<1>"]}
 func.func @attention(%ids: !torch.vtensor<[2,8],si64>, %emb: !torch.vtensor<[32,16],f32>) -> !torch.vtensor<[2,8,4,4],f32> attributes {sp.args = ["input:input_ids", "param:emb"], sp.results = ["dq"]} {
   %int-1 = torch.constant.int -1
@@ -151,8 +151,8 @@ func.func @attention(%ids: !torch.vtensor<[2,8],si64>, %emb: !torch.vtensor<[32,
   %l4 = torch.prim.ListConstruct %int2, %int8, %int4, %int4 : (!torch.int, !torch.int, !torch.int, !torch.int) -> !torch.list<int>
   %xv = torch.aten.view %x, %l4 : !torch.vtensor<[2,8,16],f32>, !torch.list<int> -> !torch.vtensor<[2,8,4,4],f32>
   %q = torch.aten.transpose.int %xv, %int1, %int2 : !torch.vtensor<[2,8,4,4],f32>, !torch.int, !torch.int -> !torch.vtensor<[2,4,8,4],f32>
-  %o, %lse = "sp.attention"(%q, %q, %q) {causal = true, scale = 0.5 : f64, kv_groups = 1 : i64} : (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8,4],f32>) -> (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8],f32>)
-  %g:3 = "sp.attention_grad"(%o, %q, %q, %q, %o, %lse) {causal = true, scale = 0.5 : f64, kv_groups = 1 : i64} : (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8],f32>) -> (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8,4],f32>)
+  %o, %lse = "sp.attention"(%q, %q, %q) {causal = true, scale = 0.5 : f64, kv_groups = 1 : i64, window = 0 : i64} : (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8,4],f32>) -> (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8],f32>)
+  %g:3 = "sp.attention_grad"(%o, %q, %q, %q, %o, %lse) {causal = true, scale = 0.5 : f64, kv_groups = 1 : i64, window = 0 : i64} : (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8],f32>) -> (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8,4],f32>)
   %back = torch.aten.transpose.int %g#0, %int1, %int2 : !torch.vtensor<[2,4,8,4],f32>, !torch.int, !torch.int -> !torch.vtensor<[2,8,4,4],f32>
   return %back : !torch.vtensor<[2,8,4,4],f32>
 }

@@ -1,30 +1,33 @@
 // sp-raise-attention: the captured `torch.autosp.attention[_backward]` custom ops become
-// sp.attention / sp.attention_grad; causal and scale become attributes, GQA becomes kv_groups.
+// sp.attention / sp.attention_grad; causal, scale and the sliding window become attributes, GQA
+// becomes kv_groups.
 // RUN: %autosp-opt %s --split-input-file --pass-pipeline='builtin.module(sp-raise-attention)' | FileCheck %s
 
-// Grouped-query attention: 4 query heads over 2 key/value heads -> kv_groups = 2. Both results
-// are rewired to the new op.
+// Grouped-query attention: 4 query heads over 2 key/value heads -> kv_groups = 2, in a sliding
+// window of 3 positions. Both results are rewired to the new op.
 // CHECK-LABEL: func.func @forward_gqa
 // CHECK-SAME:    (%[[Q:[^:]+]]: !torch.vtensor<[2,4,8,4],f32>, %[[K:[^:]+]]: !torch.vtensor<[2,2,8,4],f32>, %[[V:[^:]+]]: !torch.vtensor<[2,2,8,4],f32>)
 // CHECK-NOT:     torch.operator
-// CHECK:         %[[A:[0-9]+]]:2 = "sp.attention"(%[[Q]], %[[K]], %[[V]]) {causal = true, kv_groups = 2 : i64, scale = 5.000000e-01 : f64} : (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,2,8,4],f32>, !torch.vtensor<[2,2,8,4],f32>) -> (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8],f32>)
+// CHECK:         %[[A:[0-9]+]]:2 = "sp.attention"(%[[Q]], %[[K]], %[[V]]) {causal = true, kv_groups = 2 : i64, scale = 5.000000e-01 : f64, window = 3 : i64} : (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,2,8,4],f32>, !torch.vtensor<[2,2,8,4],f32>) -> (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8],f32>)
 // CHECK-NOT:     torch.operator
 // CHECK:         return %[[A]]#0, %[[A]]#1
 func.func @forward_gqa(%q: !torch.vtensor<[2,4,8,4],f32>, %k: !torch.vtensor<[2,2,8,4],f32>, %v: !torch.vtensor<[2,2,8,4],f32>) -> (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8],f32>) {
   %true = torch.constant.bool true
   %scale = torch.constant.float 5.000000e-01
-  %att:2 = torch.operator "torch.autosp.attention"(%q, %k, %v, %true, %scale) : (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,2,8,4],f32>, !torch.vtensor<[2,2,8,4],f32>, !torch.bool, !torch.float) -> (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8],f32>)
+  %window1 = torch.constant.int 3
+  %att:2 = torch.operator "torch.autosp.attention"(%q, %k, %v, %true, %scale, %window1) : (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,2,8,4],f32>, !torch.vtensor<[2,2,8,4],f32>, !torch.bool, !torch.float, !torch.int) -> (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8],f32>)
   return %att#0, %att#1 : !torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8],f32>
 }
 // -----
 // Multi-head, non-causal: the i1 false flag is kept (not dropped as a falsy attribute), kv_groups = 1.
 // CHECK-LABEL: func.func @forward_mha_noncausal
-// CHECK:         "sp.attention"(%{{.+}}, %{{.+}}, %{{.+}}) {causal = false, kv_groups = 1 : i64, scale = 1.250000e-01 : f64}
+// CHECK:         "sp.attention"(%{{.+}}, %{{.+}}, %{{.+}}) {causal = false, kv_groups = 1 : i64, scale = 1.250000e-01 : f64, window = 0 : i64}
 // CHECK-NOT:     torch.operator
 func.func @forward_mha_noncausal(%q: !torch.vtensor<[1,2,4,8],f32>) -> !torch.vtensor<[1,2,4,8],f32> {
   %false = torch.constant.bool false
   %scale = torch.constant.float 1.250000e-01
-  %att:2 = torch.operator "torch.autosp.attention"(%q, %q, %q, %false, %scale) : (!torch.vtensor<[1,2,4,8],f32>, !torch.vtensor<[1,2,4,8],f32>, !torch.vtensor<[1,2,4,8],f32>, !torch.bool, !torch.float) -> (!torch.vtensor<[1,2,4,8],f32>, !torch.vtensor<[1,2,4],f32>)
+  %window2 = torch.constant.int 0
+  %att:2 = torch.operator "torch.autosp.attention"(%q, %q, %q, %false, %scale, %window2) : (!torch.vtensor<[1,2,4,8],f32>, !torch.vtensor<[1,2,4,8],f32>, !torch.vtensor<[1,2,4,8],f32>, !torch.bool, !torch.float, !torch.int) -> (!torch.vtensor<[1,2,4,8],f32>, !torch.vtensor<[1,2,4],f32>)
   return %att#0 : !torch.vtensor<[1,2,4,8],f32>
 }
 // -----
@@ -33,18 +36,20 @@ func.func @forward_mha_noncausal(%q: !torch.vtensor<[1,2,4,8],f32>) -> !torch.vt
 // now come from sp.attention.
 // CHECK-LABEL: func.func @forward_backward
 // CHECK-SAME:    (%[[Q:[^:]+]]: !torch.vtensor<[2,4,8,4],f32>, %[[K:[^:]+]]: !torch.vtensor<[2,1,8,4],f32>, %[[V:[^:]+]]: !torch.vtensor<[2,1,8,4],f32>, %[[DO:[^:]+]]: !torch.vtensor<[2,4,8,4],f32>)
-// CHECK:         %[[A:[0-9]+]]:2 = "sp.attention"(%[[Q]], %[[K]], %[[V]]) {causal = true, kv_groups = 4 : i64, scale = 5.000000e-01 : f64}
-// CHECK:         %[[G:[0-9]+]]:3 = "sp.attention_grad"(%[[DO]], %[[Q]], %[[K]], %[[V]], %[[A]]#0, %[[A]]#1) {causal = true, kv_groups = 4 : i64, scale = 5.000000e-01 : f64}
+// CHECK:         %[[A:[0-9]+]]:2 = "sp.attention"(%[[Q]], %[[K]], %[[V]]) {causal = true, kv_groups = 4 : i64, scale = 5.000000e-01 : f64, window = 0 : i64}
+// CHECK:         %[[G:[0-9]+]]:3 = "sp.attention_grad"(%[[DO]], %[[Q]], %[[K]], %[[V]], %[[A]]#0, %[[A]]#1) {causal = true, kv_groups = 4 : i64, scale = 5.000000e-01 : f64, window = 0 : i64}
 // CHECK-SAME:      : (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,1,8,4],f32>, !torch.vtensor<[2,1,8,4],f32>, !torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8],f32>) -> (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,1,8,4],f32>, !torch.vtensor<[2,1,8,4],f32>)
 // CHECK-NOT:     torch.operator
 // CHECK:         return %[[A]]#0, %[[G]]#0, %[[G]]#1, %[[G]]#2
 func.func @forward_backward(%q: !torch.vtensor<[2,4,8,4],f32>, %k: !torch.vtensor<[2,1,8,4],f32>, %v: !torch.vtensor<[2,1,8,4],f32>, %dout: !torch.vtensor<[2,4,8,4],f32>) -> (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,1,8,4],f32>, !torch.vtensor<[2,1,8,4],f32>) {
   %true = torch.constant.bool true
   %scale = torch.constant.float 5.000000e-01
-  %att:2 = torch.operator "torch.autosp.attention"(%q, %k, %v, %true, %scale) : (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,1,8,4],f32>, !torch.vtensor<[2,1,8,4],f32>, !torch.bool, !torch.float) -> (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8],f32>)
+  %window3 = torch.constant.int 0
+  %att:2 = torch.operator "torch.autosp.attention"(%q, %k, %v, %true, %scale, %window3) : (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,1,8,4],f32>, !torch.vtensor<[2,1,8,4],f32>, !torch.bool, !torch.float, !torch.int) -> (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8],f32>)
   %true_0 = torch.constant.bool true
   %scale_0 = torch.constant.float 5.000000e-01
-  %grad:3 = torch.operator "torch.autosp.attention_backward"(%dout, %q, %k, %v, %att#0, %att#1, %true_0, %scale_0) : (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,1,8,4],f32>, !torch.vtensor<[2,1,8,4],f32>, !torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8],f32>, !torch.bool, !torch.float) -> (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,1,8,4],f32>, !torch.vtensor<[2,1,8,4],f32>)
+  %window4 = torch.constant.int 0
+  %grad:3 = torch.operator "torch.autosp.attention_backward"(%dout, %q, %k, %v, %att#0, %att#1, %true_0, %scale_0, %window4) : (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,1,8,4],f32>, !torch.vtensor<[2,1,8,4],f32>, !torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8],f32>, !torch.bool, !torch.float, !torch.int) -> (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,1,8,4],f32>, !torch.vtensor<[2,1,8,4],f32>)
   return %att#0, %grad#0, %grad#1, %grad#2 : !torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,1,8,4],f32>, !torch.vtensor<[2,1,8,4],f32>
 }
 // -----

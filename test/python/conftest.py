@@ -24,6 +24,13 @@ HF_CONFIGS = {
     "olmo2": dict(_COMMON, model_type="olmo2", architectures=["Olmo2ForCausalLM"], pad_token_id=0),
     "gpt_neox": dict(_COMMON, model_type="gpt_neox", architectures=["GPTNeoXForCausalLM"], rotary_pct=0.5,
                      num_key_value_heads=4),
+    # sliding windows: every layer (Mistral), of 6 and of 20 positions; alternating local / global
+    # layers (Gemma-3)
+    "mistral_sw6": dict(_COMMON, model_type="mistral", architectures=["MistralForCausalLM"], sliding_window=6),
+    "mistral_sw20": dict(_COMMON, model_type="mistral", architectures=["MistralForCausalLM"], sliding_window=20),
+    "gemma3": dict(_COMMON, model_type="gemma3_text", architectures=["Gemma3ForCausalLM"], head_dim=8,
+                   sliding_window=6, layer_types=["sliding_attention", "full_attention"], query_pre_attn_scalar=8,
+                   pad_token_id=0),
     # learned absolute positions (wpe), LayerNorm, GELU, Conv1D projections; no dropout so eager matches
     "gpt2": dict(model_type="gpt2", architectures=["GPT2LMHeadModel"], vocab_size=96, n_embd=32, n_layer=2, n_head=4,
                  n_positions=64, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0),

@@ -102,6 +102,11 @@ def masked_attention() -> nn.Module:
     return MaskedAttention()
 
 
+def full_attention() -> nn.Module:
+    """tiny-llama whose attention is not causal."""
+    return TinyLlamaForCausalLM(TinyLlamaConfig(is_causal=False))
+
+
 def dropout_attention() -> nn.Module:
     return DropoutAttention()
 

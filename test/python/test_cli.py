@@ -73,9 +73,9 @@ def test_train_under_torchrun(art):
 
 
 def test_compile_error_exit_code(tmp_path):
-    r = run("autospc", "compile", "builtin:tiny-llama", "--seq-len", "30", "--sp", "4", "-o",
-            str(tmp_path / "x.autosp"), ok=False)
-    assert r.returncode == 2 and "sequence length 30 is not divisible by sp=4" in r.stderr
+    r = run("autospc", "compile", "builtin:tiny-llama", "--seq-len", "32", "--sp", "8", "--attention", "ulysses",
+            "-o", str(tmp_path / "x.autosp"), ok=False)
+    assert r.returncode == 2 and "attention has 4 heads, which sp=8 does not divide" in r.stderr
 
 
 def test_demo():

@@ -23,9 +23,22 @@ def _compile(spec: str, sp: int, seq: int = 16, batch: int = 2, **options):
     return autosp.compile(load_model(spec, empty=True), (ids, ids), sp=sp, **options)
 
 
-def test_seq_not_divisible():
-    with pytest.raises(CompileError, match=r"sequence length 18 is not divisible by sp=4"):
-        _compile("builtin:tiny-llama", sp=4, seq=18)
+def test_uneven_length_refused_where_padding_changes_the_result():
+    """18 tokens on 4 ranks are padded to 24, which only causal attention cannot see."""
+    with pytest.raises(CompileError, match=r"18 tokens are padded to 24 for equal shards, which is exact only if every "
+                                           r"attention is causal \(this one is not\)") as e:
+        _compile("py:models:full_attention", sp=4, seq=18)
+    from autosp.frontend import tiny_llama
+    with open(tiny_llama.__file__) as f:
+        line = next(i for i, text in enumerate(f, 1) if "F.scaled_dot_product_attention" in text)
+    assert f"tiny_llama.py:{line}" in str(e.value)
+
+
+def test_uneven_length_padded_past_the_positions(hf_dir):
+    """GPT-2's 64 learned positions: 62 tokens cannot be padded to 66 for sp=3."""
+    with pytest.raises(CompileError, match=r"sequence length 62 is not divisible by sp=3, and padding it to 66 tokens "
+                                           r"exceeds the model's 64 positions; use a length divisible by 3 \(e.g. 60\)"):
+        _compile(f"hf:{hf_dir('gpt2')}", sp=3, seq=62)
 
 
 def test_heads_not_divisible_and_the_command_that_reproduces_it():
@@ -123,7 +136,7 @@ def test_newer_format_version(artifact, tmp_path):
     meta = json.load(open(man))
     meta["format_version"] = 99
     json.dump(meta, open(man, "w"))
-    with pytest.raises(ArtifactError, match=r"format version 99 is newer than this runtime supports \(1\)"):
+    with pytest.raises(ArtifactError, match=r"format version 99 is newer than this runtime supports \(2\)"):
         autosp.load(path)
 
 

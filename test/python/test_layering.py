@@ -63,6 +63,7 @@ COMPONENT = {
     "frontend/importer.py": "importer",
     "passes/sp_propagate_sequence.py": "sp-propagate-sequence",
     "passes/sp_partition_sequence.py": "sp-partition-sequence",
+    "passes/sp_pad_sequence.py": "sp-pad-sequence",
     "passes/sp_tile_sequence.py": "sp-tile-sequence",
     "passes/sp_tile_sequence_mlp.py": "sp-tile-sequence",
     "passes/tiling.py": "sp-tile-sequence",

@@ -50,8 +50,49 @@ def test_sp2_dp2_matches_ddp(compile_to):
     assert reports[0].loss == reports[1].loss and reports[0].loss != reports[2].loss  # replicas differ
 
 
-def test_mqa_tied_kv_replicated(compile_to):
-    """One KV head on 2 ranks: K/V are replicated locally (kv_heads % P != 0); tied embeddings."""
+@pytest.mark.parametrize("model,sp,attention,scheme", [
+    ("mistral_sw6", 2, "auto", "ulysses 2"),   # a window of 6 inside each rank's 16 positions
+    ("mistral_sw6", 4, "auto", "ring 4"),      # blocks of 8: each K/V block travels one hop
+    ("mistral_sw20", 4, "auto", "ulysses 4"),  # a window over 3 blocks
+    ("gemma3", 4, "ring", "ring 4"),           # local and global layers in one ring
+])
+def test_sliding_windows(model, sp, attention, scheme, hf_dir, compile_to):
+    """Sliding-window attention (transformers' sliding_window) as a window, not a mask: exact at
+    windows smaller and larger than a rank's share of the sequence."""
+    spec = spec_for(model, hf_dir)
+    path = compile_to(spec, sp, seq=32, attention=attention)
+    with open(f"{path}/plan.json") as f:
+        assert json.load(f)["attention"]["scheme"] == scheme
+    _check(verify(path, spec, nproc=sp, steps=2), steps=2)
+
+
+def test_full_attention(compile_to):
+    """Attention that is not causal, sharded over 2 ranks."""
+    spec = "py:models:full_attention"
+    _check(verify(compile_to(spec, sp=2), spec, nproc=2, steps=1), steps=1)
+
+
+@pytest.mark.parametrize("model,sp,batch,seq,padded", [
+    ("builtin:tiny-llama", 3, 1, 1000, 1002),   # ring 3, zigzag chunks of the padded sequence
+    ("llama", 4, 1, 1000, None),                # 4 and 8 divide 1000: no padding
+    ("qwen2", 8, 1, 1000, None),
+    ("mistral", 4, 2, 50, 56),                  # Ulysses over the padded sequence
+    ("gpt2", 3, 2, 40, 42),                     # learned positions: the padded ones are embedded too
+])
+def test_uneven_lengths(model, sp, batch, seq, padded, hf_dir, compile_to):
+    """A length sp does not divide is padded inside the step (sp-pad-sequence): the loss and the
+    gradients are those of the unpadded tokens."""
+    spec = spec_for(model, hf_dir)
+    path = compile_to(spec, sp, batch=batch, seq=seq)
+    with open(f"{path}/manifest.json") as f:
+        manifest = json.load(f)
+    assert (manifest["seq_len"], manifest.get("padded_seq_len")) == (seq, padded)
+    _check(verify(path, spec, nproc=sp, steps=2), steps=2)
+
+
+def test_mqa_tied_kv_repeated(compile_to):
+    """One KV head on 2 ranks: it is repeated once before the all-to-all, so each rank receives the
+    KV head its query heads read (kv_heads % P != 0); tied embeddings."""
     spec = "py:models:tiny_llama_tied"
     _check(verify(compile_to(spec, sp=2, seq=32), spec, nproc=2, steps=1), steps=1)
 

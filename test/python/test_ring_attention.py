@@ -32,26 +32,54 @@ def _blocks(x: torch.Tensor, p: int, order: str) -> list[torch.Tensor]:
     return [torch.cat([c[i], c[2 * p - 1 - i]], 2) for i in range(p)]
 
 
-def _rank_blocks(p: int, causal: bool, kv_heads: int, order: str) -> list[torch.Tensor]:
+def _rank_blocks(p: int, causal: bool, kv_heads: int, order: str, window: int) -> list[torch.Tensor]:
     mesh = Mesh(p, 1, order=order)
     q, k, v, dout = (_blocks(x, p, order)[mesh.rank] for x in _inputs(kv_heads))
-    args = (causal, D ** -0.5, H // kv_heads, "sp")
+    args = (causal, D ** -0.5, H // kv_heads, "sp", window)
     out, lse = ring_attention.forward(mesh, q, k, v, *args)
     return [out, lse, *ring_attention.backward(mesh, dout, q, k, v, out, lse, *args)]
 
 
-@pytest.mark.parametrize("p,causal,kv_heads,order", [
-    (2, True, 2, "contiguous"), (3, True, 1, "contiguous"), (3, False, 2, "contiguous"),
-    (2, True, 2, "zigzag"), (3, True, 1, "zigzag"), (4, True, 4, "zigzag")])
-def test_ring_matches_one_device(p, causal, kv_heads, order):
+def _scale(name: str, ref: torch.Tensor, want: list[torch.Tensor]) -> float:
+    """What an error is relative to: the value's largest magnitude, for a gradient the largest of any
+    input's (a window of 1 makes dq and dk exactly zero, and their kernels' results fp32 noise)."""
+    if name in ("dq", "dk", "dv"):
+        return max(g.abs().max().item() for g in want[2:])
+    return ref.abs().max().item()
+
+
+@pytest.mark.parametrize("p,causal,kv_heads,order,window", [
+    (2, True, 2, "contiguous", 0), (3, True, 1, "contiguous", 0), (3, False, 2, "contiguous", 0),
+    (2, True, 2, "zigzag", 0), (3, True, 1, "zigzag", 0), (4, True, 4, "zigzag", 0),
+    # sliding windows (blocks of 8 and 6 positions): a block travels 1, 2 or 0 hops
+    (3, True, 1, "contiguous", 5), (4, True, 2, "contiguous", 13), (3, True, 2, "contiguous", 1)])
+def test_ring_matches_one_device(p, causal, kv_heads, order, window):
     q, k, v, dout = _inputs(kv_heads)
-    args = (causal, D ** -0.5, H // kv_heads)
+    args = (causal, D ** -0.5, H // kv_heads, window)
     out, lse = kernels.attention(q, k, v, *args)
     want = [out, lse, *kernels.attention_grad(dout, q, k, v, out, lse, *args)]
-    ranks = spawn(p, _rank_blocks, p, causal, kv_heads, order)
+    ranks = spawn(p, _rank_blocks, p, causal, kv_heads, order, window)
     for name, ref, *blocks in zip(("out", "lse", "dq", "dk", "dv"), want, *ranks):
         got = torch.cat(blocks, 2)
         expect = torch.cat(_blocks(ref.unsqueeze(-1) if ref.dim() == 3 else ref, p, order), 2)
         expect = expect.squeeze(-1) if ref.dim() == 3 else expect
-        err = (got - expect).abs().max().item() / ref.abs().max().item()
+        err = (got - expect).abs().max().item() / _scale(name, ref, want)
         assert err <= 1e-5, f"{name} off by {err:.2e} relative at sp={p} ({order})"
+
+
+@pytest.mark.parametrize("window", [1, 5, 24])
+def test_window_kernel_matches_math(window):
+    """The sliding-window kernels against softmax(q k^T + mask) v written out in float64, where query
+    i sees keys j with 0 <= i - j < window, and its gradients by autograd (errors of gradients
+    relative to the largest gradient, as _scale)."""
+    q, k, v, dout = _inputs(2)
+    out, lse = kernels.attention(q, k, v, True, D ** -0.5, 2, window)
+    grads = kernels.attention_grad(dout, q, k, v, out, lse, True, D ** -0.5, 2, window)
+    q64, k64, v64 = (x.double().requires_grad_() for x in (q, k, v))
+    d = torch.arange(S)[:, None] - torch.arange(S)[None, :]
+    scores = q64 @ k64.repeat_interleave(2, 1).transpose(-2, -1) * D ** -0.5
+    ref = torch.softmax(scores.masked_fill((d < 0) | (d >= window), float("-inf")), -1) @ v64.repeat_interleave(2, 1)
+    ref.backward(dout.double())
+    for name, got, want in zip(("out", "dq", "dk", "dv"), (out, *grads), (ref, q64.grad, k64.grad, v64.grad)):
+        err = (got.double() - want).abs().max().item() / max(want.abs().max().item(), v64.grad.abs().max().item())
+        assert err <= 1e-5, f"{name} off by {err:.2e} relative (window {window})"

@@ -148,6 +148,14 @@ def _size(text: str) -> str:
 TILE_HELP = "LM head + loss and MLPs in N token chunks, 'auto' or 0 (off)"
 
 
+def _attention(text: str) -> str:
+    """auto, ulysses, ring, hybrid or UxR (checked here, used by the compiler)."""
+    from autosp.passes.attention_scheme import mode_error
+    if mode_error(text):
+        raise argparse.ArgumentTypeError(mode_error(text).removeprefix(f"attention={text!r} is "))
+    return text
+
+
 def _tile(text: str) -> str:
     if text != "auto" and not text.isdigit():
         raise argparse.ArgumentTypeError(f"expected 'auto' or a number of chunks (0: off), got {text!r}")
@@ -178,10 +186,10 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--batch", type=_count, default=1, help="sequences per step (per dp replica)")
     c.add_argument("--sp", type=_count, default=1, help="sequence-parallel degree")
     c.add_argument("--dp", type=_count, default=1, help="data-parallel degree (world = sp x dp)")
-    c.add_argument("--attention", choices=["auto", "ulysses", "ring", "hybrid"], default="auto",
+    c.add_argument("--attention", type=_attention, default="auto",
                    help="ulysses: all-to-alls split the heads (sp must divide them); ring: K/V blocks travel "
-                        "around the ranks (any sp); hybrid: ulysses x ring; auto: the one that sends the fewest "
-                        "bytes")
+                        "around the ranks (any sp); hybrid: ulysses x ring; UxR: those degrees (e.g. 2x4); "
+                        "auto: the one that sends the fewest bytes")
     c.add_argument("--remat", choices=["none", "full", "sac", "auto"], default="sac",
                    help="what the forward saves for the backward (sac: sequence-aware; auto: the per-value "
                         "plan with the least recompute that fits --memory-budget)")
