@@ -13,6 +13,7 @@ from torch_mlir.passmanager import PassManager
 from .base import Pass, PassError, PipelinePass
 from .pipeline import SpPipeline
 from .sp_coalesce_collectives import CoalesceCollectives
+from .sp_fuse import Fuse
 from .sp_partition_sequence import PartitionSequence
 from .sp_plan_memory import PlanMemory
 from .sp_plan_remat import PlanRemat
@@ -21,8 +22,8 @@ from .sp_raise_attention import RaiseAttention
 from .sp_tile_sequence import TileSequence
 
 PASSES: dict[str, type[Pass]] = {p.name: p for p in (
-    RaiseAttention, PropagateSequence, PartitionSequence, TileSequence, PlanRemat, CoalesceCollectives, PlanMemory,
-    SpPipeline)}
+    RaiseAttention, PropagateSequence, PartitionSequence, TileSequence, PlanRemat, CoalesceCollectives, Fuse,
+    PlanMemory, SpPipeline)}
 
 
 def split_top(text: str) -> list[str]:

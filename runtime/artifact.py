@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2   # 2: programs call kernels (sp.kernel); a version-1 runtime refuses them
 LAYOUT = "autosp-dir-v1"
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
           "float64": torch.float64, "int64": torch.int64, "int32": torch.int32, "int16": torch.int16,
@@ -55,7 +55,8 @@ ALLOWED_ATEN = frozenset(f"aten.{n}" for n in """
     native_layer_norm.default native_layer_norm_backward.default
     native_dropout.default native_dropout_backward.default
 """.split()) | {"prims.convert_element_type.default"}
-SP_OPS = frozenset({"sp.attention", "sp.attention_grad", "sp.ring_attention", "sp.ring_attention_grad", "sp.all_to_all", "sp.all_reduce", "sp.all_gather",
+KERNEL = "sp.kernel"   # a fused kernel (sp-fuse): its program's "kernels" entry holds the ATen ops it replaced
+SP_OPS = frozenset({KERNEL, "sp.attention", "sp.attention_grad", "sp.ring_attention", "sp.ring_attention_grad", "sp.all_to_all", "sp.all_reduce", "sp.all_gather",
                     "sp.reduce_scatter", "sp.shard_slice", "sp.halo", "prim.unpack"})
 
 

@@ -69,6 +69,9 @@ COMPONENT = {
     "passes/sp_plan_remat.py": "sp-plan-remat",
     "passes/sp_plan_remat_auto.py": "sp-plan-remat",
     "passes/sp_plan_memory.py": "sp-plan-memory",
+    "passes/sp_fuse.py": "sp-fuse",
+    "passes/torch_ir.py": "torch-ir",
+    "lowering/triton_kernels.py": "codegen",
     "lowering/host_program.py": "host-program",
     "python/autosp/packaging.py": "artifact",
 }

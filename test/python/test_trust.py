@@ -240,13 +240,13 @@ def test_size_checked_before_reading(tiny, tmp_path):
 
 # ------------------------------------------------------------------ format version and JSON
 @pytest.mark.parametrize("version,msg", [
-    (0, r"format version 0 is not a version \(this runtime reads 1 to 1\)"),
+    (0, r"format version 0 is not a version \(this runtime reads 1 to 2\)"),
     (-1, r"format version -1 is not a version"),
     (True, r"format_version must be an integer, got true \(boolean\)"),
     ("1", r"format_version must be an integer, got \"1\" \(string\)"),
     (1.0, r"format_version must be an integer, got 1.0 \(number\)"),
     (None, r"format_version must be an integer, got null"),
-    (2, r"format version 2 is newer than this runtime supports \(1\); upgrade autosp")])
+    (3, r"format version 3 is newer than this runtime supports \(2\); upgrade autosp")])
 def test_format_version(tiny, tmp_path, version, msg):
     path = _copy(tiny, tmp_path)
     man = _json(path, "manifest.json")
@@ -320,6 +320,49 @@ def test_mm_operand_checked_before_running(tiny, tmp_path):
     with pytest.raises(ProgramError, match=rf"instruction {idx} \(aten.mm.default, .*\): its operands do not fit: "
                                            "a and b must have same reduction dim"):
         m(*batch_for(256, m.input_shape, seed=1))
+
+
+def _kernel_call(path: str) -> tuple[int, str]:
+    """The first kernel call of the forward: (instruction index, kernel name)."""
+    idx = _instructions(path, "forward", "sp.kernel")[0]
+    return idx, _json(path, "program.json")["programs"]["forward"]["instructions"][idx]["attrs"]["name"]
+
+
+def test_kernel_call_to_undefined_kernel_refused(tiny, tmp_path):
+    path = _copy(tiny, tmp_path)
+    idx, name = _kernel_call(path)
+    _edit(path, "program.json", lambda p: p["programs"]["forward"]["kernels"].pop(name) and None)
+    with pytest.raises(ArtifactError, match=rf"programs.forward.instructions\[{idx}\]: calls kernel '{name}', "
+                                            "which the program does not define"):
+        autosp.load(path)
+
+
+def test_kernel_holding_a_collective_refused(tiny, tmp_path):
+    """A kernel is the ATen ops it replaced: a collective smuggled into one is refused at load."""
+    path = _copy(tiny, tmp_path)
+    _, name = _kernel_call(path)
+
+    def smuggle(p):
+        inst = p["programs"]["forward"]["kernels"][name]["instructions"][0]
+        inst.pop("kwargs")
+        inst.update(op="sp.all_reduce", attrs={"op": "sum", "group": "sp"}, args=inst["args"][:1])
+    _edit(path, "program.json", smuggle)
+    with pytest.raises(ArtifactError, match=rf"kernels.{name}.instructions\[0\]: a kernel runs ATen ops only, not "
+                                            "sp.all_reduce"):
+        autosp.load(path)
+
+
+def test_kernel_operand_checked_before_running(tiny, tmp_path):
+    """A kernel handed an operand of another shape than it was compiled for: refused at load, naming it."""
+    path = _copy(tiny, tmp_path)
+    idx, name = _kernel_call(path)
+
+    def widen(p):
+        arg = p["programs"]["forward"]["kernels"][name]["args"][0]
+        arg["shape"] = arg["shape"][:-1] + [arg["shape"][-1] + 1]
+    _edit(path, "program.json", widen)
+    with pytest.raises(ArtifactError, match=rf"instructions\[{idx}\]: calls kernel '{name}' with .* it takes"):
+        autosp.load(path)
 
 
 def test_empty_forward_refused(tiny, tmp_path):
