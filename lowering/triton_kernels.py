@@ -26,16 +26,20 @@ from typing import Any
 
 import torch
 
-from autosp.runtime.artifact import DTYPES, resolve
+from autosp.runtime.artifact import DTYPES, POINTER_TYPES as POINTER, resolve
 
 MAX_BLOCK_N = 1 << 16     # a row must fit one block (a row reduction is a single tl.sum)
 BLOCK_ELEMENTS = 2048     # rows per block: BLOCK_R x BLOCK_N ~ this many elements
-POINTER = {"float32": "*fp32", "bfloat16": "*bf16", "float16": "*fp16", "bool": "*i1", "int64": "*i64",
-           "int32": "*i32", "uint8": "*u8", "int8": "*i8"}
 TL_DTYPE = {"float32": "tl.float32", "bfloat16": "tl.bfloat16", "float16": "tl.float16", "bool": "tl.int1",
             "int64": "tl.int64", "int32": "tl.int32", "uint8": "tl.uint8", "int8": "tl.int8"}
 FLOATS = ("float32", "bfloat16", "float16")
 ROW_REDUCTIONS = {"aten.sum.dim_IntList": "sum", "aten.mean.dim": "mean", "aten.amax.default": "max"}
+
+
+# autospc's target names -> (backend, arch, warp size, the artifact's folder: the device's own name for its
+# architecture, as the runtime reads it from torch; the object's file extension)
+TARGETS = {"cuda:90": ("cuda", 90, 32, "sm_90", "cubin"), "cuda:80": ("cuda", 80, 32, "sm_80", "cubin"),
+           "hip:gfx942": ("hip", "gfx942", 64, "gfx942", "hsaco"), "hip:gfx90a": ("hip", "gfx90a", 64, "gfx90a", "hsaco")}
 
 
 class Unsupported(Exception):
@@ -267,7 +271,7 @@ class _Writer:
         for spec in k["args"] + k["results"]:
             if spec["dtype"] not in POINTER:
                 raise Unsupported(f"a {spec['dtype']} tensor")
-        head = [f"BLOCK_R: tl.constexpr = {self.BR}", f"BLOCK_N: tl.constexpr = {self.BN}", "", "",
+        head = [f"BLOCK_R = tl.constexpr({self.BR})", f"BLOCK_N = tl.constexpr({self.BN})", "", "",
                 "@triton.jit", f"def {self.name}({', '.join(params)}):"]
         source = "\n".join(["import triton", "import triton.language as tl", "", *head, *self.lines]) + "\n"
         signature = {f"in{i}": POINTER[s["dtype"]] for i, s in enumerate(k["args"])}
@@ -295,6 +299,23 @@ def load(tk: TritonKernel, folder: str | None = None):
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return getattr(module, tk.name)
+
+
+def compile_object(tk: TritonKernel, target: str, folder: str) -> tuple[bytes, dict]:
+    """Compile ahead of time, on this host, for one of TARGETS: (cubin | hsaco, what a launcher needs:
+    the symbol, block = num_warps x warp_size threads, dynamic shared bytes, the scratch sizes Triton
+    adds two pointer arguments for, the argument types)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    backend, arch, warp, _, ext = TARGETS[target]
+    compiled = triton.compile(ASTSource(fn=load(tk, folder), signature=tk.signature, constexprs={}),
+                              target=GPUTarget(backend, arch, warp), options={"num_warps": tk.num_warps})
+    md = compiled.metadata._asdict()
+    return compiled.asm[ext], {
+        "symbol": md["name"], "num_warps": md["num_warps"], "warp_size": warp, "shared": md["shared"],
+        "global_scratch_size": md.get("global_scratch_size") or 0, "profile_scratch_size": md.get("profile_scratch_size") or 0,
+        "num_ctas": md.get("num_ctas", 1), "arg_types": list(tk.signature.values())}
 
 
 def launch(fn, tk: TritonKernel, inputs: list[torch.Tensor], results: list[dict]) -> list[torch.Tensor]:

@@ -19,7 +19,7 @@ import posixpath
 import re
 from typing import Any, Callable, Union
 
-from .artifact import ALLOWED_ATEN, DTYPES, FORMAT_VERSION, KERNEL, LAYOUT, SP_OPS, ArtifactError
+from .artifact import ALLOWED_ATEN, DTYPES, FORMAT_VERSION, KERNEL, LAYOUT, POINTER_TYPES, SP_OPS, ArtifactError
 
 MAX_INT = 2 ** 63 - 1
 MAX_DIM = 2 ** 40            # one tensor dimension
@@ -536,6 +536,36 @@ def _params(params: dict, fwd: dict, man: dict, root: str) -> None:
     for i, key in enumerate(("batch", "seq_len")):
         if key in man and man[key] != shape[i]:
             fail(at(M, key), f"{man[key]}, the program's input is {shape}")
+
+
+LAUNCH_PATH = re.compile(r"kernels/([A-Za-z0-9_]+)/launch\.json")
+_KERNEL_NAME = Str(max_len=128, pattern=_COMPONENT)
+LAUNCH = Obj({"object": Str(max_len=160, pattern=_COMPONENT), "grid": List(Int(1, 2 ** 31 - 1), max_len=3),
+              "symbol": Str(max_len=128, pattern=_COMPONENT), "num_warps": Int(1, 64), "warp_size": Int(1, 128),
+              "shared": Int(0, 1 << 24), "global_scratch_size": Int(0, 1 << 30),
+              "profile_scratch_size": Int(0, 1 << 30), "num_ctas": Int(1, 1),
+              "arg_types": List(Str(choices=tuple(POINTER_TYPES.values())), max_len=128)})
+LAUNCH_FILE = Obj({"target": Str(max_len=64), "kernels": Map(LAUNCH, key=_KERNEL_NAME),
+                   "fallback": Map(Str(), key=_KERNEL_NAME)})
+
+
+def launches(doc: Any, rel: str, prog: dict, man: dict, root: str) -> None:
+    """kernels/<arch>/launch.json: every kernel it launches is one the programs call, with one pointer
+    per operand and result of that kernel's dtype, and an object the manifest lists beside it."""
+    where = label(root, rel)
+    LAUNCH_FILE(doc, where)
+    arch = LAUNCH_PATH.fullmatch(rel).group(1)
+    kernels = {n: k for p in prog["programs"].values() for n, k in p.get("kernels", {}).items()}
+    for name, entry in doc["kernels"].items():
+        w = at(at(where, "kernels"), name)
+        if name not in kernels:
+            fail(w, "launches a kernel that no program calls")
+        k = kernels[name]
+        want = [POINTER_TYPES.get(a["dtype"]) for a in k["args"] + k["results"]]
+        if entry["arg_types"] != want:
+            fail(at(w, "arg_types"), f"{show(entry['arg_types'])}, the kernel's operands and results are {show(want)}")
+        if f"kernels/{arch}/{entry['object']}" not in man["files"]:
+            fail(at(w, "object"), f"kernels/{arch}/{entry['object']} is not listed in the manifest")
 
 
 def plan(p: Any, root: str) -> None:

@@ -86,6 +86,26 @@ def _kernels(prog: dict) -> str:
             f"{k['aten_launches']} ({k['aten_launches'] / max(k['launches'], 1):.2f}x)")
 
 
+def objects(art: Artifact) -> dict[str, dict]:
+    """Per GPU target compiled for: its folder, the kernels with an object, the objects, the kernels
+    that fall back to their ATen ops."""
+    out = {}
+    for rel in sorted(art.manifest["files"]):
+        parts = rel.split("/")
+        if len(parts) == 3 and parts[0] == "kernels" and parts[2] == "launch.json":
+            doc = json.loads(art.read(rel))
+            out[doc["target"]] = {"folder": f"kernels/{parts[1]}", "kernels": len(doc["kernels"]),
+                                  "objects": len({e["object"] for e in doc["kernels"].values()}),
+                                  "fallback": sorted(doc["fallback"])}
+    return out
+
+
+def _objects(art: Artifact) -> list[str]:
+    return [f"  {target:12s} {o['kernels']} kernels in {o['objects']} objects ({o['folder']})"
+            + (f", {len(o['fallback'])} run as ATen ops: {', '.join(o['fallback'][:4])}" if o["fallback"] else "")
+            for target, o in objects(art).items()] or ["  no GPU targets: every kernel runs as the ATen ops it replaced"]
+
+
 def _saved(prog: dict) -> str:
     fwd = prog["programs"]["forward"]
     saved = [(s, d) for r, (s, d) in zip(fwd["results"], _result_specs(fwd)) if r.startswith("saved:")]
@@ -165,7 +185,7 @@ def report(art: Artifact) -> str:
              *_tiled(info),
              "program      " + ", ".join(f"{name} {len(p['instructions'])} instructions"
                                          for name, p in prog["programs"].items()),
-             _kernels(prog)]
+             _kernels(prog), *_objects(art)]
     comm = communication(prog)
     lines.append("collectives per step (bytes sent by each rank):")
     total = 0.0
@@ -202,7 +222,7 @@ def as_json(art: Artifact) -> dict:
             "recomputed": p.get("recomputed"), "tiled": p.get("tiled", []),
             **({"auto": p["auto"]} if "auto" in p else {}),
             "instructions": {k: len(v["instructions"]) for k, v in art.program["programs"].items()},
-            "kernels": kernels(art.program),
+            "kernels": kernels(art.program), "objects": objects(art),
             "communication": communication(art.program)}
 
 
