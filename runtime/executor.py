@@ -19,6 +19,7 @@ import torch
 from . import kernels, shapes
 from .artifact import ALLOWED_ATEN, DTYPE_NAMES, DTYPES, KERNEL, SP_OPS, ArtifactError, resolve
 from .collectives import COLLECTIVES, CollectiveError, Mesh
+from .gpu_kernels import GpuObjects
 from .memory import LiveBytes
 from .schema import element_limit
 
@@ -44,6 +45,7 @@ class Program:
         self.generator: torch.Generator | None = None
         self.steps: list[tuple[Callable, list[tuple[int, Any]], list[int], list[int]]] = []
         self.checked = False
+        self.objects: GpuObjects | None = None   # the artifact's GPU objects of the kernels (gpu_kernels.py)
         # sp-fuse's kernels, run as the ATen ops they replaced
         self.kernels = {k: Kernel(body, mesh, f"kernel {k}", self.limit) for k, body in program.get("kernels", {}).items()}
         for inst in program["instructions"]:
@@ -82,11 +84,15 @@ class Program:
         mesh = self.mesh
         attrs = inst.get("attrs", {})
         if op == KERNEL:
-            kernel, single = self.kernels[attrs["name"]], len(inst["out"]) == 1
+            name, single = attrs["name"], len(inst["out"]) == 1
+            kernel = self.kernels[name]
 
             def call(*x: torch.Tensor):
-                kernel.device = self.device   # its factory ops run where the program runs
-                res = kernel(*x)
+                launch = self.objects.launcher(name, self.device) if self.objects is not None else None
+                if launch is None:   # no GPU object here: the ATen ops it replaced
+                    kernel.device = self.device   # its factory ops run where the program runs
+                    launch = kernel
+                res = launch(*x)
                 return res[0] if single else res
             return call
         if op == "sp.attention":
