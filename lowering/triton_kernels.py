@@ -17,6 +17,7 @@ every op instead, hence the tolerance the numerics test argues for.
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import math
 import os
 import sys
@@ -34,6 +35,12 @@ TL_DTYPE = {"float32": "tl.float32", "bfloat16": "tl.bfloat16", "float16": "tl.f
             "int64": "tl.int64", "int32": "tl.int32", "uint8": "tl.uint8", "int8": "tl.int8"}
 FLOATS = ("float32", "bfloat16", "float16")
 ROW_REDUCTIONS = {"aten.sum.dim_IntList": "sum", "aten.mean.dim": "mean", "aten.amax.default": "max"}
+UNARY = {"neg": "(-{0})", "rsqrt": "tl.math.rsqrt({0})", "sqrt": "tl.sqrt({0})", "exp": "tl.exp({0})",
+         "log": "tl.log({0})", "cos": "tl.cos({0})", "sin": "tl.sin({0})", "sigmoid": "tl.sigmoid({0})",
+         "tanh": "(2.0 * tl.sigmoid(2.0 * {0}) - 1.0)", "silu": "({0} * tl.sigmoid({0}))",
+         "relu": "tl.maximum({0}, 0.0)", "abs": "tl.abs({0})", "reciprocal": "(1.0 / {0})",
+         "erf": "tl.math.erf({0})", "square": "({0} * {0})", "logical_not": "({0} == 0)",
+         "bitwise_not": "(~{0})", "expand": "{0}"}
 
 
 # autospc's target names -> (backend, arch, warp size, the artifact's folder: the device's own name for its
@@ -63,7 +70,7 @@ def _pow2(n: int) -> int:
 
 def domain(kernel: dict) -> list[int]:
     """The kernel's largest value shape: every other value is it, its rows, or broadcast into it."""
-    shapes = [a["shape"] for a in kernel["args"]] + [s for i in kernel["instructions"] for s in i["shapes"]]
+    shapes = [a["shape"] for a in kernel["args"]] + [s for i in kernel["instructions"] for s in i["shapes"] if s is not None]
     return max(shapes, key=lambda s: (math.prod(s), len(s)))
 
 
@@ -104,28 +111,40 @@ class _Writer:
         self.BR = min(_pow2(self.rows), max(1, BLOCK_ELEMENTS // self.BN))
         self.lines: list[str] = []
         self.dtype: dict[int, str] = {}   # register -> its declared dtype
+        self.pieces: dict[int, tuple[str, int]] = {}   # register -> (expression of @COL@, width)
+        self.lists: dict[int, list[tuple[str, int]]] = {}   # a split's pieces
 
     # ------------------------------------------------------------------ operands
     def _offset(self, shape: list[int]) -> tuple[str, str]:
         """(offset expression, mask) of a contiguous operand of `shape` broadcast into the domain."""
-        S = self.S
-        if shape == S:
+        if shape == self.S:
             return f"r * {self.N} + c", "rmask & cmask"
-        if len(shape) > len(S) or any(t not in (1, s) for t, s in zip(reversed(shape), reversed(S))):
-            raise Unsupported(f"operand of shape {shape} does not broadcast into {S}")
-        shape = [1] * (len(S) - len(shape)) + list(shape)
-        strides = [math.prod(shape[d + 1:]) for d in range(len(S))]
-        terms, masks = [], []
-        for d in range(len(S) - 1):
-            if shape[d] != 1:
-                inner = math.prod(S[d + 1:-1])
-                terms.append(f"((r // {inner}) % {S[d]}) * {strides[d]}")
-        if terms:
-            masks.append("rmask")
-        if S and shape[-1] != 1:
+        rows = self._row_offset(shape)
+        terms, masks = ([rows], ["rmask"]) if rows != "0" else ([], [])
+        if self.S and shape and shape[-1] != 1:
             terms.append("c")
             masks.append("cmask")
         return " + ".join(terms) or "0", " & ".join(masks)
+
+    def _row_offset(self, shape: list[int]) -> str:
+        """The offset of a row's first element in an operand of `shape` broadcast into the domain's rows."""
+        S = self.S
+        if len(shape) > len(S) or any(t not in (1, s) for t, s in zip(reversed(shape[:-1]), reversed(S[:-1]))):
+            raise Unsupported(f"operand of shape {shape} does not broadcast into {S}")
+        shape = [1] * (len(S) - len(shape)) + list(shape)
+        terms = [f"((r // {math.prod(S[d + 1:-1])}) % {S[d]}) * {math.prod(shape[d + 1:])}"
+                 for d in range(len(S) - 1) if shape[d] != 1]
+        return " + ".join(terms) or "0"
+
+    def _piece(self, x: int, start: int, width: int) -> tuple[str, int]:
+        """A last-dim piece of input x from column `start`: an expression of its column, @COL@."""
+        if x >= len(self.k["args"]):
+            raise Unsupported("a piece of a value the kernel computes")
+        spec = self.k["args"][x]
+        rows, n = self._row_offset(spec["shape"]), spec["shape"][-1]
+        col = f"(@COL@ + {start})"
+        value = f"tl.load(in{x} + {rows} + {col}, mask=rmask & ({col} >= 0) & ({col} < {n}), other=0)"
+        return value + (".to(tl.float32)" if spec["dtype"] in FLOATS else ""), width
 
     def _load(self, i: int, spec: dict) -> None:
         off, mask = self._offset(spec["shape"])
@@ -139,6 +158,8 @@ class _Writer:
     def x(self, operand: tuple[str, Any]) -> str:
         kind, v = operand
         if kind == "r":
+            if v in self.pieces:
+                raise Unsupported("a piece of an input outside a cat")
             return f"v{v}"
         if isinstance(v, bool):
             return str(v)
@@ -147,6 +168,49 @@ class _Writer:
         raise Unsupported(f"constant {v!r}")
 
     # ------------------------------------------------------------------ ops
+    def piece_op(self, inst: dict) -> bool:
+        """Pieces (RoPE's halves) are expressions of their column, evaluated where a cat puts them."""
+        op, out = inst["op"], inst["out"]
+        if op == "prim.unpack":
+            for r, piece in zip(out, self.lists[inst["args"][0]["r"]]):
+                self.pieces[r] = piece
+            return True
+        if op == "aten.cat.default":   # pieces side by side along the last dim
+            if any(e.get("r") not in self.pieces for e in inst["args"][0]["l"]):
+                raise Unsupported("a cat of values that are not pieces of an input")
+            pieces = [self.pieces[e["r"]] for e in inst["args"][0]["l"]]
+            starts = list(itertools.accumulate((w for _, w in pieces), initial=0))
+            value = pieces[-1][0].replace("@COL@", f"(c - {starts[-2]})")
+            for (expr, width), begin in reversed(list(zip(pieces[:-1], starts))):
+                value = f"tl.where(c < {begin + width}, {expr.replace('@COL@', f'(c - {begin})')}, {value})"
+            self.emit(f"v{out[0]} = {value}")
+            self.dtype[out[0]] = inst["dtypes"][0]
+            return True
+        a = _named(inst)
+        if op == "aten.slice.Tensor":
+            x = a["self"][1]
+            if x >= len(self.k["args"]):
+                raise Unsupported("a piece of a value the kernel computes")
+            begin, end, _ = slice(a["start"][1], a["end"][1]).indices(self.k["args"][x]["shape"][-1])
+            self.pieces[out[0]] = self._piece(x, begin, end - begin)
+            return True
+        if op == "aten.split.Tensor":
+            x, size = a["self"][1], a["split_size"][1]
+            if x >= len(self.k["args"]):
+                raise Unsupported("a piece of a value the kernel computes")
+            n = self.k["args"][x]["shape"][-1]
+            self.lists[out[0]] = [self._piece(x, j, min(size, n - j)) for j in range(0, n, size)]
+            return True
+        tensors = [v for v in a.values() if v[0] == "r"]
+        if len(tensors) == 1 and tensors[0][1] in self.pieces:   # an elementwise op of a piece
+            expr, width = self.pieces[tensors[0][1]]
+            short = op.removeprefix("aten.").removesuffix(".default")
+            if short not in UNARY:
+                raise Unsupported(f"{op} of a piece")
+            self.pieces[out[0]] = (UNARY[short].format(expr), width)
+            return True
+        return False
+
     def op(self, inst: dict) -> str:
         """The expression of one instruction's result."""
         op, a = inst["op"], _named(inst)
@@ -161,14 +225,8 @@ class _Writer:
             total = f"tl.sum(tl.where(cmask, {full}, 0.0), axis=1)[:, None]"
             return total if kind == "sum" else f"({total} / {float(self.N)!r})"
         short = op.removeprefix("aten.").removesuffix(".default")
-        unary = {"neg": "-{0}", "rsqrt": "tl.math.rsqrt({0})", "sqrt": "tl.sqrt({0})", "exp": "tl.exp({0})",
-                 "log": "tl.log({0})", "cos": "tl.cos({0})", "sin": "tl.sin({0})", "sigmoid": "tl.sigmoid({0})",
-                 "tanh": "(2.0 * tl.sigmoid(2.0 * {0}) - 1.0)", "silu": "({0} * tl.sigmoid({0}))",
-                 "relu": "tl.maximum({0}, 0.0)", "abs": "tl.abs({0})", "reciprocal": "(1.0 / {0})",
-                 "erf": "tl.math.erf({0})", "square": "({0} * {0})", "logical_not": "({0} == 0)",
-                 "bitwise_not": "(~{0})", "expand": "{0}"}
-        if short in unary:
-            return unary[short].format(first)
+        if short in UNARY:
+            return UNARY[short].format(first)
         if short in ("_to_copy", "to.dtype", "prims.convert_element_type"):
             want = a["dtype"][1] or self.dtype[a[names[0]][1]]
             if want not in TL_DTYPE:
@@ -251,6 +309,8 @@ class _Writer:
         for i, spec in enumerate(k["args"]):
             self._load(i, spec)
         for inst in k["instructions"]:
+            if self.piece_op(inst):
+                continue
             if len(inst["out"]) != 1:
                 raise Unsupported(f"{inst['op']} gives {len(inst['out'])} results")
             expr = self.op(inst)

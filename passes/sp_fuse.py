@@ -5,9 +5,9 @@ static shape [rows..., N] (ops.FUSIBLE and ops.ROW_REDUCTIONS):
   - elementwise ops whose result is the domain, or one value per row of it ([rows..., 1]);
   - reductions over the last dim with keepdim (RMSNorm's mean, a softmax's max and sum).
 Operands broadcast into the domain (a weight [N], a row statistic [rows..., 1], a scalar). So the
-RMSNorm chain, a residual add with the norm after it, SwiGLU's silu * up, RoPE's multiply-adds and
-their backwards each become one kernel; matmuls, attention, collectives, views and
-split/cat stay as they are (the kernel's inputs and outputs are whatever they read and make).
+RMSNorm chain, a residual add with the norm after it, SwiGLU's silu * up, RoPE (its halves: last-dim
+pieces of an input, see `regions`) and their backwards each become one kernel; matmuls, attention,
+collectives and views stay as they are (the kernel's inputs and outputs are whatever they read and make).
 
 Regions grow greedily in program order. An op joins the region(s) its operands come from when the
 domains agree and no op outside the region has read the region's values yet ("open"): the call
@@ -27,7 +27,7 @@ from torch_mlir import ir
 from torch_mlir.dialects import func as func_d
 
 from .base import Pass, option
-from .ops import CONSTANT, FUSIBLE, LIST, ROW_REDUCTIONS
+from .ops import CAT, CONSTANT, FUSIBLE, LIST, PIECES, ROW_REDUCTIONS, UNARY, UNPACK
 from .torch_ir import body_ops, const_value, funcs_of, is_tensor, op_name, shape
 
 
@@ -85,15 +85,70 @@ def _domain(op) -> list[int] | None:
     return None
 
 
+def _last_dim(x: ir.Value, dim: ir.Value) -> bool:
+    ok, d = const_value(dim)
+    n = len(shape(x))
+    return ok and isinstance(d, int) and n > 0 and d % n == n - 1 and -1 not in shape(x)
+
+
+def _pieces_of(op) -> ir.Value | None:
+    """The value a last-dim slice or split cuts (RoPE's halves), else None."""
+    name, x = op_name(op), list(op.operation.operands)
+    if name == PIECES[0] and is_tensor(x[0]) and _last_dim(x[0], x[1]) and const_value(x[4]) == (True, 1) \
+            and all(isinstance(const_value(v)[1], int) for v in x[2:4]):
+        return x[0]
+    if name == PIECES[1] and is_tensor(x[0]) and _last_dim(x[0], x[2]) and isinstance(const_value(x[1])[1], int):
+        return x[0]
+    return None
+
+
 def regions(func, min_ops: int) -> list[_Region]:
-    """The fusible regions of one function, each of at least min_ops ops, in program order."""
+    """The fusible regions of one function, each of at least min_ops ops, in program order.
+
+    Beside the domain's values, a region may hold *pieces*: last-dim slices of one of its inputs (a
+    slice, or a split and its unpack), elementwise ops of one piece, and a last-dim cat of pieces back
+    into the domain (RoPE's rotate_half, forward and backward). A piece never leaves its kernel."""
     owner: dict[ir.Value, _Region] = {}
     found: list[_Region] = []
+    pieces: set[ir.Value] = set()
+    lists: dict[ir.Value, ir.Operation] = {}   # a list of tensors -> the op that builds it
+
+    def merge(into: _Region, r: _Region) -> None:
+        into.ops += r.ops
+        for o in r.ops:
+            for v in o.operation.results:
+                owner[v] = into
+        found.remove(r)
+
     for op in body_ops(func):
-        reads = [owner[x] for x in op.operation.operands if x in owner]
-        d = _domain(op)
-        joined = None
-        if d is not None:
+        name, o = op_name(op), op.operation
+        if name == LIST and any(is_tensor(x) for x in o.operands):
+            lists[o.results[0]] = op   # read through by its reader
+            continue
+        operands = [e for x in o.operands for e in (list(lists[x].operands) if x in lists else [x])]
+        reads = [owner[x] for x in operands if x in owner]
+        tensors = [x for x in o.operands if is_tensor(x)]
+        open_piece = lambda v: v in pieces and owner[v].open  # noqa: E731
+        joined, members, cut = None, [op], False
+        if _pieces_of(op) is not None:   # pieces of a kernel input: a region of their own
+            joined, cut = _Region(shape(_pieces_of(op))), True
+            found.append(joined)
+        elif name == UNPACK and open_piece(o.operands[0]) or (
+                name in FUSIBLE and name in UNARY and len(tensors) == 1 and open_piece(tensors[0])
+                and all(is_tensor(x) or _constant(x) for x in o.operands)):
+            joined, cut = owner[o.operands[0]], True
+        elif name == CAT and o.operands[0] in lists and _last_dim(o.results[0], o.operands[1]) \
+                and all(open_piece(e) for e in lists[o.operands[0]].operands):
+            joined = owner[lists[o.operands[0]].operands[0]]
+            for r in dict.fromkeys(owner[e] for e in lists[o.operands[0]].operands):
+                if r is not joined and _merged(joined.domain, r.domain) is not None:
+                    merge(joined, r)
+            if any(owner[e] is not joined for e in lists[o.operands[0]].operands) \
+                    or _merged(joined.domain, shape(o.results[0])) is None:
+                joined = None
+            else:
+                members = [lists[o.operands[0]], op]
+        elif (d := _domain(op)) is not None:
             for r in dict.fromkeys(reads):   # each region once, in operand order
                 merged = _merged(r.domain, d) if r.open else None
                 if merged is None:
@@ -103,21 +158,23 @@ def regions(func, min_ops: int) -> list[_Region]:
                     joined.domain = merged
                 elif _merged(joined.domain, r.domain) is not None:   # both open: one kernel
                     joined.domain = _merged(joined.domain, r.domain)
-                    joined.ops += r.ops
-                    for o in r.ops:
-                        for v in o.operation.results:
-                            owner[v] = joined
-                    found.remove(r)
+                    merge(joined, r)
             if joined is None:
                 joined = _Region(d)
                 found.append(joined)
-            joined.ops.append(op)
-            for v in op.operation.results:
+        if joined is not None:
+            joined.ops += members
+            for v in o.results:
                 owner[v] = joined
+                if cut:
+                    pieces.add(v)
         for r in reads:
             if r is not joined:
                 r.open = False   # read outside: its call must come before this op
-    return [r for r in found if len(r.ops) >= min_ops]
+    # a piece read outside its kernel would have to be stored: such a region stays ATen ops
+    return [r for r in found if len(r.ops) >= min_ops and not any(
+        v in pieces and any(u.owner not in {x.operation for x in r.ops} for u in v.uses)
+        for x in r.ops for v in x.operation.results)]
 
 
 def _outline(func, region: _Region, name: str) -> None:
