@@ -119,6 +119,8 @@ class _Writer:
         """(offset expression, mask) of a contiguous operand of `shape` broadcast into the domain."""
         if shape == self.S:
             return f"r * {self.N} + c", "rmask & cmask"
+        if shape and shape[-1] not in (1, self.N):
+            raise Unsupported(f"operand of shape {shape} does not broadcast into {self.S}")
         rows = self._row_offset(shape)
         terms, masks = ([rows], ["rmask"]) if rows != "0" else ([], [])
         if self.S and shape and shape[-1] != 1:
@@ -136,11 +138,15 @@ class _Writer:
                  for d in range(len(S) - 1) if shape[d] != 1]
         return " + ".join(terms) or "0"
 
+    def _input(self, reg: int) -> dict:
+        """The spec of an input register: pieces are cut from memory, never from computed values."""
+        if reg >= len(self.k["args"]):
+            raise Unsupported("a piece of a value the kernel computes")
+        return self.k["args"][reg]
+
     def _piece(self, x: int, start: int, width: int) -> tuple[str, int]:
         """A last-dim piece of input x from column `start`: an expression of its column, @COL@."""
-        if x >= len(self.k["args"]):
-            raise Unsupported("a piece of a value the kernel computes")
-        spec = self.k["args"][x]
+        spec = self._input(x)
         rows, n = self._row_offset(spec["shape"]), spec["shape"][-1]
         col = f"(@COL@ + {start})"
         value = f"tl.load(in{x} + {rows} + {col}, mask=rmask & ({col} >= 0) & ({col} < {n}), other=0)"
@@ -189,16 +195,12 @@ class _Writer:
         a = _named(inst)
         if op == "aten.slice.Tensor":
             x = a["self"][1]
-            if x >= len(self.k["args"]):
-                raise Unsupported("a piece of a value the kernel computes")
-            begin, end, _ = slice(a["start"][1], a["end"][1]).indices(self.k["args"][x]["shape"][-1])
+            begin, end, _ = slice(a["start"][1], a["end"][1]).indices(self._input(x)["shape"][-1])
             self.pieces[out[0]] = self._piece(x, begin, end - begin)
             return True
         if op == "aten.split.Tensor":
             x, size = a["self"][1], a["split_size"][1]
-            if x >= len(self.k["args"]):
-                raise Unsupported("a piece of a value the kernel computes")
-            n = self.k["args"][x]["shape"][-1]
+            n = self._input(x)["shape"][-1]
             self.lists[out[0]] = [self._piece(x, j, min(size, n - j)) for j in range(0, n, size)]
             return True
         tensors = [v for v in a.values() if v[0] == "r"]
@@ -235,7 +237,7 @@ class _Writer:
             return f"{first}.to({TL_DTYPE[want]})" + (".to(tl.float32)" if want in FLOATS else "")
         if short in ("ones_like", "zeros_like", "empty_like"):
             return f"(tl.zeros([BLOCK_R, BLOCK_N], tl.float32) + {1.0 if short == 'ones_like' else 0.0})"
-        second = x(a[names[1]]) if len(names) > 1 else None
+        second = x(a[names[1]]) if len(names) > 1 and a[names[1]] != ("c", None) else None   # clamp(x, None, hi)
         alpha = lambda: "" if a.get("alpha", ("c", 1))[1] == 1 else f" * {x(a['alpha'])}"  # noqa: E731
         binary = {"add.Tensor": f"({first} + {second}{alpha()})", "add.Scalar": f"({first} + {second}{alpha()})",
                   "sub.Tensor": f"({first} - {second}{alpha()})", "sub.Scalar": f"({first} - {second}{alpha()})",

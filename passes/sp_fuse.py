@@ -186,9 +186,7 @@ def _outline(func, region: _Region, name: str) -> None:
             if x not in members and not _constant(x) and x not in inputs:
                 inputs.append(x)
     inner = {o.operation for o in ops}
-    outputs = [v for v in members if any(u.owner not in inner for u in v.uses)
-               or any(op_name(u.owner) == "func.return" for u in v.uses)]
-    outputs.sort(key=lambda v: (ops.index(next(o for o in ops if v in list(o.operation.results)))))
+    outputs = [v for o in ops for v in o.operation.results if any(u.owner not in inner for u in v.uses)]
     last = ops[-1]
     with ir.InsertionPoint(last), last.location:
         call = func_d.CallOp([v.type for v in outputs], ir.FlatSymbolRefAttr.get(name), inputs)
@@ -207,6 +205,7 @@ def _outline(func, region: _Region, name: str) -> None:
     for o in ops:
         o.operation.move_before(ret)
     mapping = dict(zip(inputs, block.arguments))
+    copied: list[ir.Value] = []
     copies = ir.InsertionPoint(ops[0].operation)   # constants go before the kernel's first op
 
     def inside(v: ir.Value) -> ir.Value:
@@ -219,13 +218,14 @@ def _outline(func, region: _Region, name: str) -> None:
             for i, x in enumerate(elements):
                 copy.operands[i] = x
             mapping[v] = copy.results[0]
+            copied.append(v)
         return mapping[v]
 
     for o in ops:
         for i, x in enumerate(list(o.operation.operands)):
             o.operation.operands[i] = inside(x)
     # the host's constants that only the moved ops read (a list before its elements)
-    for v in reversed([v for v in mapping if isinstance(v, ir.OpResult)]):
+    for v in reversed(copied):
         if not list(v.uses):
             v.owner.operation.erase()
 
