@@ -35,6 +35,7 @@ TL_DTYPE = {"float32": "tl.float32", "bfloat16": "tl.bfloat16", "float16": "tl.f
             "int64": "tl.int64", "int32": "tl.int32", "uint8": "tl.uint8", "int8": "tl.int8"}
 FLOATS = ("float32", "bfloat16", "float16")
 ROW_REDUCTIONS = {"aten.sum.dim_IntList": "sum", "aten.mean.dim": "mean", "aten.amax.default": "max"}
+CASTS = ("_to_copy", "to.dtype", "prims.convert_element_type")
 UNARY = {"neg": "(-{0})", "rsqrt": "tl.math.rsqrt({0})", "sqrt": "tl.sqrt({0})", "exp": "tl.exp({0})",
          "log": "tl.log({0})", "cos": "tl.cos({0})", "sin": "tl.sin({0})", "sigmoid": "tl.sigmoid({0})",
          "tanh": "(2.0 * tl.sigmoid(2.0 * {0}) - 1.0)", "silu": "({0} * tl.sigmoid({0}))",
@@ -110,7 +111,6 @@ class _Writer:
             raise Unsupported(f"rows of {self.N} elements exceed one block ({MAX_BLOCK_N})")
         self.BR = min(_pow2(self.rows), max(1, BLOCK_ELEMENTS // self.BN))
         self.lines: list[str] = []
-        self.dtype: dict[int, str] = {}   # register -> its declared dtype
         self.pieces: dict[int, tuple[str, int]] = {}   # register -> (expression of @COL@, width)
         self.lists: dict[int, list[tuple[str, int]]] = {}   # a split's pieces
 
@@ -155,7 +155,6 @@ class _Writer:
     def _load(self, i: int, spec: dict) -> None:
         off, mask = self._offset(spec["shape"])
         v = f"tl.load(in{i} + {off}" + (f", mask={mask}, other=0)" if mask else ")")
-        self.dtype[i] = spec["dtype"]
         self.emit(f"v{i} = {v}" + (".to(tl.float32)" if spec["dtype"] in FLOATS else ""))
 
     def emit(self, line: str) -> None:
@@ -190,7 +189,6 @@ class _Writer:
             for (expr, width), begin in reversed(list(zip(pieces[:-1], starts))):
                 value = f"tl.where(c < {begin + width}, {expr.replace('@COL@', f'(c - {begin})')}, {value})"
             self.emit(f"v{out[0]} = {value}")
-            self.dtype[out[0]] = inst["dtypes"][0]
             return True
         a = _named(inst)
         if op == "aten.slice.Tensor":
@@ -207,11 +205,21 @@ class _Writer:
         if len(tensors) == 1 and tensors[0][1] in self.pieces:   # an elementwise op of a piece
             expr, width = self.pieces[tensors[0][1]]
             short = op.removeprefix("aten.").removesuffix(".default")
-            if short not in UNARY:
+            if short in CASTS:
+                self.pieces[out[0]] = (self._cast(expr, a["dtype"][1] or inst["dtypes"][0]), width)
+            elif short in UNARY:
+                self.pieces[out[0]] = (UNARY[short].format(expr), width)
+            else:
                 raise Unsupported(f"{op} of a piece")
-            self.pieces[out[0]] = (UNARY[short].format(expr), width)
             return True
         return False
+
+    @staticmethod
+    def _cast(expr: str, dtype: str) -> str:
+        """Round as ATen's cast does, then go on in fp32."""
+        if dtype not in TL_DTYPE:
+            raise Unsupported(f"cast to {dtype}")
+        return f"{expr}.to({TL_DTYPE[dtype]})" + (".to(tl.float32)" if dtype in FLOATS else "")
 
     def op(self, inst: dict) -> str:
         """The expression of one instruction's result."""
@@ -229,15 +237,13 @@ class _Writer:
         short = op.removeprefix("aten.").removesuffix(".default")
         if short in UNARY:
             return UNARY[short].format(first)
-        if short in ("_to_copy", "to.dtype", "prims.convert_element_type"):
-            want = a["dtype"][1] or self.dtype[a[names[0]][1]]
-            if want not in TL_DTYPE:
-                raise Unsupported(f"cast to {want}")
-            # round as ATen does, then go on in fp32
-            return f"{first}.to({TL_DTYPE[want]})" + (".to(tl.float32)" if want in FLOATS else "")
+        if short in CASTS:
+            return self._cast(first, a["dtype"][1] or inst["dtypes"][0])
         if short in ("ones_like", "zeros_like", "empty_like"):
             return f"(tl.zeros([BLOCK_R, BLOCK_N], tl.float32) + {1.0 if short == 'ones_like' else 0.0})"
-        second = x(a[names[1]]) if len(names) > 1 and a[names[1]] != ("c", None) else None   # clamp(x, None, hi)
+        # a tensor or a number (clamp's bound may be None, gelu's `approximate` a string)
+        second = x(a[names[1]]) if len(names) > 1 and (a[names[1]][0] == "r" or isinstance(
+            a[names[1]][1], (int, float))) else None
         alpha = lambda: "" if a.get("alpha", ("c", 1))[1] == 1 else f" * {x(a['alpha'])}"  # noqa: E731
         binary = {"add.Tensor": f"({first} + {second}{alpha()})", "add.Scalar": f"({first} + {second}{alpha()})",
                   "sub.Tensor": f"({first} - {second}{alpha()})", "sub.Scalar": f"({first} - {second}{alpha()})",
@@ -280,16 +286,8 @@ class _Writer:
             return f"({first} * {second} * (1.0 - {second}))"
         if short == "tanh_backward":
             return f"({first} * (1.0 - {second} * {second}))"
-        if short == "gelu":
-            if a["approximate"][1] != "none":
-                raise Unsupported("tanh-approximate gelu")
-            return f"(0.5 * {first} * (1.0 + tl.math.erf({first} * {math.sqrt(0.5)!r})))"
-        if short == "gelu_backward":
-            if a["approximate"][1] != "none":
-                raise Unsupported("tanh-approximate gelu")
-            cdf = f"(0.5 * (1.0 + tl.math.erf({second} * {math.sqrt(0.5)!r})))"
-            pdf = f"(tl.exp(-0.5 * {second} * {second}) * {1 / math.sqrt(2 * math.pi)!r})"
-            return f"({first} * ({cdf} + {second} * {pdf}))"
+        if short in ("gelu", "gelu_backward"):
+            return self._gelu(short, first, second, a["approximate"][1])
         if short == "threshold_backward":
             return f"tl.where({second} <= {x(a['threshold'])}, 0.0, {first})"
         if short == "native_dropout_backward":
@@ -297,6 +295,27 @@ class _Writer:
         if short == "leaky_relu":
             return f"tl.where({first} > 0, {first}, {first} * {x(a['negative_slope'])})"
         raise Unsupported(f"{op} has no Triton lowering")
+
+    @staticmethod
+    def _gelu(op: str, first: str, second: str | None, approximate: str) -> str:
+        """gelu(x) and gelu_backward(g, x), exact (erf) or tanh-approximate, as ATen defines them."""
+        x = first if op == "gelu" else second
+        if approximate == "none":
+            cdf = f"(0.5 * (1.0 + tl.math.erf({x} * {math.sqrt(0.5)!r})))"
+            if op == "gelu":
+                return f"({x} * {cdf})"
+            pdf = f"(tl.exp(-0.5 * {x} * {x}) * {1 / math.sqrt(2 * math.pi)!r})"
+            return f"({first} * ({cdf} + {x} * {pdf}))"
+        if approximate != "tanh":
+            raise Unsupported(f"gelu approximate={approximate!r}")
+        k, c = math.sqrt(2 / math.pi), 0.044715
+        inner = f"({k!r} * ({x} + {c!r} * {x} * {x} * {x}))"
+        t = f"(2.0 * tl.sigmoid(2.0 * {inner}) - 1.0)"   # tanh
+        if op == "gelu":
+            return f"(0.5 * {x} * (1.0 + {t}))"
+        # d/dx: 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2)
+        return (f"({first} * (0.5 * (1.0 + {t}) + 0.5 * {x} * (1.0 - {t} * {t}) * {k!r} * "
+                f"(1.0 + {3 * c!r} * {x} * {x})))")
 
     # ------------------------------------------------------------------ the function
     def write(self) -> TritonKernel:
@@ -317,7 +336,6 @@ class _Writer:
                 raise Unsupported(f"{inst['op']} gives {len(inst['out'])} results")
             expr = self.op(inst)
             r = inst["out"][0]
-            self.dtype[r] = inst["dtypes"][0]
             self.emit(f"v{r} = {expr}")
         for j, (reg, spec) in enumerate(zip(k["outputs"], k["results"])):
             if spec["dtype"] not in TL_DTYPE:

@@ -162,6 +162,8 @@ def lower_host(module, c: Compilation) -> CompiledArtifact:
 
 
 def codegen(art: CompiledArtifact, c: Compilation) -> CompiledArtifact:
+    if not c.targets and not c.keep_ir:   # nothing to compile, no sources to keep
+        return art
     from autosp.packaging import kernel_objects
     files, art.kernel_sources = kernel_objects(art.program, list(c.targets))
     art.files.update(files)
