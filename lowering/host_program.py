@@ -7,6 +7,9 @@ and sharding were all decided by the passes, the runtime only follows. Format (J
   results:      ["loss", "saved:0", ...] or ["grad:NAME", ...]
   instructions: [{op, args, kwargs | attrs, out, shapes, dtypes, loc, free}]
   outputs:      registers of the results
+  kernels:      {name: kernel} the program's `sp.kernel` instructions call (sp-fuse): a kernel is
+                {args: [{shape, dtype}], results: [{shape, dtype}], num_registers, instructions,
+                outputs}, the ATen ops it replaced (what the runtime runs where no GPU object does)
 Operands: {"r": reg} | {"c": json value} | {"l": [operands]} | {"dtype": name} |
 {"memory_format": name} | {"layout": "strided"} | {"device": null} (the runtime's device).
 """
@@ -23,8 +26,8 @@ from autosp.passes.aten_call import ELEMENT_TYPES, decode, overload_name, schema
 from autosp.passes.attributes import func_attr
 from autosp.passes.base import PassError
 from autosp.passes.ops import CONSTANT, IDENTITY, LIST, UNPACK
-from autosp.passes.torch_ir import body_ops, dtype_str, funcs_of, location_str, op_name, strings
-from autosp.runtime.artifact import ALLOWED_ATEN, DTYPE_NAMES, FORMAT_VERSION
+from autosp.passes.torch_ir import body_ops, dtype_str, funcs_of, kernels_of, location_str, op_name, strings
+from autosp.runtime.artifact import ALLOWED_ATEN, DTYPE_NAMES, FORMAT_VERSION, KERNEL
 
 _SKIP = (CONSTANT, LIST)   # operands of the instructions that read them
 
@@ -69,18 +72,41 @@ def shape_of(t: ir.Type) -> list[int]:
 
 def lower_to_host_program(module) -> dict:
     """{format_version, mesh, programs: {function name: program}}; a compiled step has the two
-    programs "forward" and "backward" (see sp-plan-remat)."""
+    programs "forward" and "backward" (see sp-plan-remat), each with the kernels it calls."""
     top = module.operation
-    funcs = funcs_of(module)
     mesh = ir.DictAttr(top.attributes["sp.mesh"]) if "sp.mesh" in top.attributes else None
+    kernels = {ir.StringAttr(f.attributes["sym_name"]).value: f for f in kernels_of(module)}
     return {
         "format_version": FORMAT_VERSION,
         "mesh": {k: _attr(mesh[k]) for k in ("sp", "dp", "order", "ulysses") if k in mesh} if mesh else {"sp": 1, "dp": 1},
-        "programs": {ir.StringAttr(f.attributes["sym_name"]).value: lower_function(f) for f in funcs},
+        "programs": {ir.StringAttr(f.attributes["sym_name"]).value: lower_function(f, kernels) for f in funcs_of(module)},
     }
 
 
-def lower_function(func) -> dict:
+def lower_function(func, kernels: dict[str, ir.Operation]) -> dict:
+    block = func.regions[0].blocks[0]
+    args = []
+    for role, a in zip(strings(func_attr(func, "sp.args")), block.arguments):
+        kind, _, name = role.partition(":")
+        s, dt = _tensor_spec(a.type)
+        args.append({"role": kind, "name": name, "shape": s, "dtype": dt})
+    body = _lower_body(func)
+    called = sorted({i["attrs"]["name"] for i in body["instructions"] if i["op"] == KERNEL})
+    return {"args": args, "results": strings(func_attr(func, "sp.results")), **body,
+            **({"kernels": {k: lower_kernel(kernels[k]) for k in called}} if called else {})}
+
+
+def lower_kernel(func) -> dict:
+    """A kernel function (sp-fuse) as the ATen program it replaces: the runtime's fallback."""
+    block = func.regions[0].blocks[0]
+    spec = lambda t: dict(zip(("shape", "dtype"), _tensor_spec(t)))  # noqa: E731
+    return {"args": [spec(a.type) for a in block.arguments],
+            "results": [spec(t) for t in ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value).results],
+            **_lower_body(func)}
+
+
+def _lower_body(func) -> dict:
+    """{num_registers, instructions, outputs}: the arguments take the first registers."""
     block = func.regions[0].blocks[0]
     reg: dict[ir.Value, int] = {}
     count = itertools.count()
@@ -89,11 +115,7 @@ def lower_function(func) -> dict:
         reg[v] = next(count)
         return reg[v]
 
-    args = []
-    for role, a in zip(strings(func_attr(func, "sp.args")), block.arguments):
-        kind, _, name = role.partition(":")
-        s, dt = _tensor_spec(a.type)
-        args.append({"role": kind, "name": name, "shape": s, "dtype": dt})
+    for a in block.arguments:
         new_reg(a)
 
     def leaf(v: ir.Value) -> dict:
@@ -116,7 +138,10 @@ def lower_function(func) -> dict:
             reg[op.operation.results[0]] = reg[op.operation.operands[0]]
             continue
         inst: dict[str, Any] = {"loc": loc}
-        if name.startswith("sp."):
+        if name == "func.call":   # a kernel of sp-fuse
+            inst["op"], inst["args"] = KERNEL, [leaf(v) for v in op.operation.operands]
+            inst["attrs"] = {"name": ir.FlatSymbolRefAttr(op.operation.attributes["callee"]).value}
+        elif name.startswith("sp."):
             inst["op"] = name
             inst["args"] = [leaf(v) for v in op.operation.operands]
             attrs = op.operation.attributes
@@ -149,13 +174,7 @@ def lower_function(func) -> dict:
     for i, inst in enumerate(insts):
         inst["free"] = sorted(r for r in set(_regs(inst["args"]) + _regs(list(inst.get("kwargs", {}).values())))
                               if last[r] == i and r not in keep)
-    return {
-        "args": args,
-        "results": strings(func_attr(func, "sp.results")),
-        "num_registers": next(count),
-        "instructions": insts,
-        "outputs": outputs,
-    }
+    return {"num_registers": next(count), "instructions": insts, "outputs": outputs}
 
 
 def _refuse_device(op, overload: torch._ops.OpOverload) -> None:

@@ -51,6 +51,9 @@ ATTRIBUTES = {a.name: a for a in (
               "on @backward: what it recomputes, per kind of op"),
     Attribute("sp.remat_auto", "module", ("sp-plan-remat",), ("artifact",),
               "remat=auto: the budget, every plan simulated and the one chosen"),
+    Attribute("sp.kernel", "func", ("sp-fuse",), ("torch-ir", "codegen"),
+              "on a kernel function: {domain: the static shape one launch computes over, ops: how many ops it "
+              "fuses}; funcs_of leaves kernels out, kernels_of lists them"),
     Attribute("sp.memory", "module", ("sp-plan-memory",), ("artifact",),
               "the predicted per-rank peak and its breakdown, in bytes"),
     Attribute("sp.live_peak_bytes", "func", ("sp-plan-memory",), (),

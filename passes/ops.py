@@ -57,3 +57,13 @@ SHARD_SLICE = "sp.shard_slice"   # this rank's slice of a replicated value
 HALO = "sp.halo"                 # neighbour exchange: still shifts in the fill value on one rank
 # temporary buffers a collective needs beside its output, in multiples of the output's bytes
 COLLECTIVE_STAGING = {"sp.all_to_all": 2, "sp.all_gather": 1, "sp.reduce_scatter": 2}
+
+# what sp-fuse may put in a kernel: elementwise ops that compute (identities are register renames;
+# random draws stay shard-local ATen calls; empty_like's values are undefined, so any will do), and
+# expand, which inside a kernel is only a broadcast (RMSNorm's backward expands a row statistic) ...
+FUSIBLE = ELEMENTWISE - IDENTITY | {A + "expand"}
+# ... and reductions over the last dim with keepdim (one value per row: RMSNorm's mean, a softmax's max)
+ROW_REDUCTIONS = {A + "sum.dim_IntList", A + "mean.dim", A + "amax"}
+# ... and last-dim pieces of a kernel's input put back together (RoPE's rotate_half): slice / split
+PIECES = (A + "slice.Tensor", A + "split.Tensor")
+CAT = A + "cat"

@@ -52,5 +52,8 @@ class SpPipeline(PipelinePass):
             f"sp-plan-remat{{policy={self.remat}"
             + (f" budget={self.budget} bucket={self.bucket}" if self.remat == "auto" else "") + "}",
             *([f"sp-coalesce-collectives{{bucket={self.bucket}}}"] if self.bucket else []),  # gradient buckets
+            # pointwise chains and row reductions -> kernel functions; before the memory plan, so it
+            # counts each kernel's inputs and outputs and never the intermediates a kernel keeps inside
+            "sp-fuse",
             "sp-plan-memory" + (f"{{budget={self.budget}}}" if self.budget else ""),   # predicted peak
         ]

@@ -13,6 +13,7 @@ from torch_mlir.passmanager import PassManager
 from .base import Pass, PassError, PipelinePass
 from .pipeline import SpPipeline
 from .sp_coalesce_collectives import CoalesceCollectives
+from .sp_fuse import Fuse
 from .sp_pad_sequence import PadSequence
 from .sp_partition_sequence import PartitionSequence
 from .sp_plan_memory import PlanMemory
@@ -22,8 +23,8 @@ from .sp_raise_attention import RaiseAttention
 from .sp_tile_sequence import TileSequence
 
 PASSES: dict[str, type[Pass]] = {p.name: p for p in (
-    RaiseAttention, PropagateSequence, PartitionSequence, PadSequence, TileSequence, PlanRemat, CoalesceCollectives, PlanMemory,
-    SpPipeline)}
+    RaiseAttention, PropagateSequence, PartitionSequence, PadSequence, TileSequence, PlanRemat,
+    CoalesceCollectives, Fuse, PlanMemory, SpPipeline)}
 
 
 def split_top(text: str) -> list[str]:

@@ -21,6 +21,16 @@ def op_name(op) -> str:
 
 
 def funcs_of(module) -> list[ir.Operation]:
+    """The step's functions (@forward / @backward after sp-plan-remat), not sp-fuse's kernels."""
+    return [f for f in _funcs(module) if "sp.kernel" not in f.attributes]
+
+
+def kernels_of(module) -> list[ir.Operation]:
+    """The kernel functions sp-fuse outlined."""
+    return [f for f in _funcs(module) if "sp.kernel" in f.attributes]
+
+
+def _funcs(module) -> list[ir.Operation]:
     op = module.operation
     return [o.operation for o in op.regions[0].blocks[0].operations if o.operation.name == "func.func"]
 

@@ -7,6 +7,8 @@ An artifact is a directory:
   params.json     parameter and buffer names, shapes, dtypes, tied names
   plan.json       the remat, memory and communication plan, for reading (autospc inspect)
   buffers/*.bin   raw little-endian buffer values (e.g. RoPE inv_freq)
+  kernels/<arch>/ the fused kernels compiled for one GPU architecture (sm_90, gfx942, ...): objects
+                  (.cubin / .hsaco) and launch.json (kernel -> object, grid, launch metadata)
 No pickle anywhere: JSON and raw bytes only. The manifest lists every file the artifact uses; the
 loader opens nothing else, and validates every JSON file against runtime/schema.py.
 """
@@ -20,12 +22,15 @@ from dataclasses import dataclass
 
 import torch
 
-FORMAT_VERSION = 2   # 2: attention ops may carry a sliding `window`
+FORMAT_VERSION = 2   # 2: sliding-window attention, kernels (sp.kernel); a version-1 runtime refuses both
 LAYOUT = "autosp-dir-v1"
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
           "float64": torch.float64, "int64": torch.int64, "int32": torch.int32, "int16": torch.int16,
           "int8": torch.int8, "uint8": torch.uint8, "bool": torch.bool}
 DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
+# a kernel object's pointer argument per tensor dtype (Triton's type names; kernels/<arch>/launch.json)
+POINTER_TYPES = {"float32": "*fp32", "bfloat16": "*bf16", "float16": "*fp16", "bool": "*i1", "int64": "*i64",
+                 "int32": "*i32", "uint8": "*u8", "int8": "*i8"}
 
 # ATen overloads a program may call. The runtime refuses any other name, the compiler reports an
 # op outside this list as unsupported, at its source location.
@@ -55,7 +60,8 @@ ALLOWED_ATEN = frozenset(f"aten.{n}" for n in """
     native_layer_norm.default native_layer_norm_backward.default
     native_dropout.default native_dropout_backward.default
 """.split()) | {"prims.convert_element_type.default"}
-SP_OPS = frozenset({"sp.attention", "sp.attention_grad", "sp.ring_attention", "sp.ring_attention_grad", "sp.all_to_all", "sp.all_reduce", "sp.all_gather",
+KERNEL = "sp.kernel"   # a fused kernel (sp-fuse): its program's "kernels" entry holds the ATen ops it replaced
+SP_OPS = frozenset({KERNEL, "sp.attention", "sp.attention_grad", "sp.ring_attention", "sp.ring_attention_grad", "sp.all_to_all", "sp.all_reduce", "sp.all_gather",
                     "sp.reduce_scatter", "sp.shard_slice", "sp.halo", "prim.unpack"})
 
 
@@ -244,4 +250,7 @@ def read(path: str) -> Artifact:
         if rel not in files:
             load(rel)
     schema.plan(parse_json(os.path.join(path, "plan.json"), files["plan.json"]), path)
+    for rel in manifest["files"]:
+        if schema.LAUNCH_PATH.fullmatch(rel):
+            schema.launches(parse_json(os.path.join(path, rel), files[rel]), rel, program, manifest, path)
     return Artifact(path, manifest, program, params, files)

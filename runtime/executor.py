@@ -17,8 +17,9 @@ from typing import Any, Callable
 import torch
 
 from . import kernels, shapes
-from .artifact import ALLOWED_ATEN, DTYPE_NAMES, DTYPES, SP_OPS, ArtifactError, resolve
+from .artifact import ALLOWED_ATEN, DTYPE_NAMES, DTYPES, KERNEL, SP_OPS, ArtifactError, resolve
 from .collectives import COLLECTIVES, CollectiveError, Mesh
+from .gpu_kernels import GpuObjects
 from .memory import LiveBytes
 from .schema import element_limit
 
@@ -44,6 +45,9 @@ class Program:
         self.generator: torch.Generator | None = None
         self.steps: list[tuple[Callable, list[tuple[int, Any]], list[int], list[int]]] = []
         self.checked = False
+        self.objects: GpuObjects | None = None   # the artifact's GPU objects of the kernels (gpu_kernels.py)
+        # sp-fuse's kernels, run as the ATen ops they replaced
+        self.kernels = {k: Kernel(body, mesh, f"kernel {k}", self.limit) for k, body in program.get("kernels", {}).items()}
         for inst in program["instructions"]:
             op = inst["op"]
             if op not in ALLOWED_ATEN and op not in SP_OPS:
@@ -79,6 +83,18 @@ class Program:
         op = inst["op"]
         mesh = self.mesh
         attrs = inst.get("attrs", {})
+        if op == KERNEL:
+            name, single = attrs["name"], len(inst["out"]) == 1
+            kernel = self.kernels[name]
+
+            def call(*x: torch.Tensor):
+                launch = self.objects.launcher(name, self.device) if self.objects is not None else None
+                if launch is None:   # no GPU object here: the ATen ops it replaced
+                    kernel.device = self.device   # its factory ops run where the program runs
+                    launch = kernel
+                res = launch(*x)
+                return res[0] if single else res
+            return call
         if op in ("sp.attention", "sp.attention_grad"):
             kernel = "attention" if op == "sp.attention" else "attention_grad"   # looked up at each call
             flags = attrs["causal"], attrs["scale"], attrs["kv_groups"], attrs.get("window", 0)
@@ -136,6 +152,11 @@ class Program:
         if memory is not None:
             memory.adopt(args)
         args.clear()
+        self._execute(regs, memory)
+        self.mesh.agree(f"the end of the {self.name}", self.device)   # no rank leaves a failed run
+        return [regs[o] for o in self.program["outputs"]]
+
+    def _execute(self, regs: list, memory: LiveBytes | None) -> None:
         REG, value = self.REG, self._value
         check = not self.checked
         for idx, (fn, operands, out, free) in enumerate(self.steps):
@@ -145,14 +166,7 @@ class Program:
             try:
                 res = fn(*inputs)
             except Exception as e:
-                where = self._where(idx)
-                if isinstance(e, CollectiveError):
-                    raise type(e)(f"{where}: {e}") from None
-                # the other ranks fail this run too, at its end
-                self.mesh.fail_run(self.program, idx, where, self.device)
-                # an out-of-memory stays catchable as such: callers back off or probe lengths with it
-                kind = torch.OutOfMemoryError if isinstance(e, torch.OutOfMemoryError) else ProgramError
-                raise kind(f"{where}: {_line(e)}") from e
+                self._failed(idx, e)
             if len(out) == 1:
                 regs[out[0]] = res
             else:
@@ -167,8 +181,16 @@ class Program:
             for f in free:
                 regs[f] = None
         self.checked = True
-        self.mesh.agree(f"the end of the {self.name}", self.device)   # no rank leaves a failed run
-        return [regs[o] for o in self.program["outputs"]]
+
+    def _failed(self, idx: int, e: Exception) -> None:
+        where = self._where(idx)
+        if isinstance(e, CollectiveError):
+            raise type(e)(f"{where}: {e}") from None
+        # the other ranks fail this run too, at its end
+        self.mesh.fail_run(self.program, idx, where, self.device)
+        # an out-of-memory stays catchable as such: callers back off or probe lengths with it
+        kind = torch.OutOfMemoryError if isinstance(e, torch.OutOfMemoryError) else ProgramError
+        raise kind(f"{where}: {_line(e)}") from e
 
     @cached_property
     def limit(self) -> int:
@@ -185,7 +207,9 @@ class Program:
         inst = self.program["instructions"][idx]
         op, n_out, largest = inst["op"], len(inst["out"]), 0
         try:
-            if op in SP_OPS:
+            if op == KERNEL:
+                specs = self.kernels[inst["attrs"]["name"]].specs(inputs)
+            elif op in SP_OPS:
                 specs = shapes.sp(op, inst.get("attrs", {}), inputs, self.mesh)
             elif op == "aten.native_dropout.default":
                 specs = shapes.dropout(inputs)
@@ -225,6 +249,32 @@ class Program:
                                      dtype is not None and DTYPE_NAMES.get(r.dtype) != dtype):
                 got = f"{list(r.shape)} {DTYPE_NAMES.get(r.dtype)}" if isinstance(r, torch.Tensor) else type(r).__name__
                 raise ProgramError(f"{self._where(idx)} produced {got}, the compiler declared {want} {dtype}")
+
+
+class Kernel(Program):
+    """A kernel's fallback: the ATen ops it replaced, as a sub-program on the caller's device. Its
+    intermediates live only inside the call (the memory plan counts its inputs and outputs)."""
+
+    def __init__(self, program: dict, mesh: Mesh, name: str, limit: int):
+        super().__init__(program, mesh, name)
+        self.limit = limit   # the calling program's arguments bound a kernel's tensors
+
+    def __call__(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        regs: list[Any] = [None] * self.program["num_registers"]
+        regs[:len(inputs)] = inputs
+        self._execute(regs, None)
+        return tuple(regs[o] for o in self.program["outputs"])
+
+    def specs(self, inputs: list) -> list[tuple[list[int], torch.dtype]]:
+        """Its declared results, once the operands are the ones it was compiled for."""
+        for i, (x, a) in enumerate(zip(inputs, self.program["args"])):
+            if not isinstance(x, torch.Tensor) or list(x.shape) != a["shape"] or DTYPE_NAMES.get(x.dtype) != a["dtype"]:
+                got = f"{list(x.shape)} {DTYPE_NAMES.get(x.dtype)}" if isinstance(x, torch.Tensor) else type(x).__name__
+                raise shapes.ShapeError(f"operand {i} is {got}, {self.name} takes {a['shape']} {a['dtype']}")
+        return [(r["shape"], DTYPES[r["dtype"]]) for r in self.program["results"]]
+
+    def _failed(self, idx: int, e: Exception) -> None:
+        raise ProgramError(f"{self._where(idx)}: {_line(e)}") from e   # the caller names its instruction
 
 
 def _line(e: Exception) -> str:

@@ -14,6 +14,7 @@ import torch.nn as nn
 from .artifact import DTYPES, Artifact, ArtifactError, read
 from .collectives import DEFAULT_TIMEOUT_S, Mesh
 from .executor import Program
+from .gpu_kernels import GpuObjects
 from .memory import LiveBytes, resident_bytes
 
 IGNORE_INDEX = -100   # cross_entropy's default ignore_index, which the captured losses use
@@ -52,6 +53,7 @@ class CompiledModule(nn.Module):
         fwd, bwd = prog["programs"]["forward"], prog["programs"]["backward"]
         self.forward_program = Program(fwd, self.mesh, "forward program")
         self.backward_program = Program(bwd, self.mesh, "backward program")
+        self.forward_program.objects = self.backward_program.objects = GpuObjects(artifact)
         self._param_names = [a["name"] for a in fwd["args"] if a["role"] == "param"]
         self._buffer_names = [a["name"] for a in fwd["args"] if a["role"] == "buffer"]
         self._grad_names = [r.split(":", 1)[1] for r in bwd["results"]]

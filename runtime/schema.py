@@ -19,7 +19,7 @@ import posixpath
 import re
 from typing import Any, Callable, Union
 
-from .artifact import ALLOWED_ATEN, DTYPES, FORMAT_VERSION, LAYOUT, SP_OPS, ArtifactError
+from .artifact import ALLOWED_ATEN, DTYPES, FORMAT_VERSION, KERNEL, LAYOUT, POINTER_TYPES, SP_OPS, ArtifactError
 
 MAX_INT = 2 ** 63 - 1
 MAX_DIM = 2 ** 40            # one tensor dimension
@@ -233,8 +233,12 @@ INSTRUCTION = Obj({"op": Str(max_len=128), "loc": Str(), "args": List(operand, m
                    "attrs": Map(Json, key=Str(max_len=64))})
 ARG = Obj({"role": Str(choices=("param", "buffer", "input", "saved")), "name": Str(max_len=1024),
            "shape": SHAPE, "dtype": DTYPE})
+SPEC = Obj({"shape": SHAPE, "dtype": DTYPE})
+KERNEL_PROGRAM = Obj({"args": List(SPEC, max_len=64), "results": List(SPEC, max_len=64),
+                      "num_registers": Int(0, MAX_REGISTERS), "instructions": List(INSTRUCTION), "outputs": List(REG)})
 PROGRAM = Obj({"args": List(ARG), "results": List(Str(max_len=1024)), "num_registers": Int(0, MAX_REGISTERS),
-               "instructions": List(INSTRUCTION), "outputs": List(REG)})
+               "instructions": List(INSTRUCTION), "outputs": List(REG)},
+              {"kernels": Map(KERNEL_PROGRAM, key=Str(max_len=128, pattern=_COMPONENT))})
 PROGRAM_FILE = Obj({"format_version": Int(1, FORMAT_VERSION), "mesh": MESH,
                     "programs": Obj({"forward": PROGRAM, "backward": PROGRAM})})
 PARAMS_FILE = Obj({"parameters": Map(Obj({"shape": SHAPE, "dtype": DTYPE, "requires_grad": Bool},
@@ -258,7 +262,8 @@ _ATTENTION = {"causal": Bool, "scale": Num(0), "kv_groups": Int(1, 1 << 16)}
 _WINDOW = {"window": Int(0, MAX_DIM)}   # format version 1 has none
 
 # the sp ops: (operands, results or None for any number), attributes
-SP_SIGNATURES: dict[str, tuple[int, int | None, Check | None]] = {
+SP_SIGNATURES: dict[str, tuple[int | None, int | None, Check | None]] = {
+    KERNEL: (None, None, Obj({"name": Str(max_len=128, pattern=_COMPONENT)})),   # the kernel's own signature
     "sp.attention": (3, 2, Obj(_ATTENTION, _WINDOW)),
     "sp.attention_grad": (6, 3, Obj(_ATTENTION, _WINDOW)),
     "sp.ring_attention": (3, 2, Obj({**_ATTENTION, "group": Str(choices=GROUPS)}, _WINDOW)),
@@ -334,7 +339,7 @@ def _instruction(inst: dict, where: Where) -> None:
         n_args, n_res, attrs = SP_SIGNATURES[op]
         if "kwargs" in inst:
             fail(at(where, "kwargs"), f"{op} takes no keyword operands")
-        if len(inst["args"]) != n_args or (n_res is not None and n_out != n_res):
+        if (n_args is not None and len(inst["args"]) != n_args) or (n_res is not None and n_out != n_res):
             fail(where, f"{op} takes {n_args} operands and gives {n_res if n_res is not None else 'any number of'} "
                         f"results, the instruction has {len(inst['args'])} and {n_out}")
         if attrs is not None:
@@ -391,10 +396,38 @@ def program(p: dict, where: Where, limit: int) -> dict[int, tuple[list[int] | No
         alive(r, at(at(where, "outputs"), i), "returns")
     for a in p["args"]:
         if math.prod(a["shape"]) > limit:
-            fail(at(where, "args"), f"{a['role']} {a['name']} of shape {a['shape']} is above the limit of {limit:,}")
+            fail(at(where, "args"), f"{a.get('role', 'argument')} {a.get('name', '')} of shape {a['shape']} is above "
+                                    f"the limit of {limit:,}")
     if n > len(spec):   # the runtime allocates num_registers slots
         fail(at(where, "num_registers"), f"{n} registers, but the arguments and instructions write only {len(spec)}")
+    _kernel_calls(p, spec, where, limit)
     return spec
+
+
+def _kernel_calls(p: dict, spec: dict, where: Where, limit: int) -> None:
+    """Every sp.kernel instruction calls a kernel of the program with the operands and results it
+    declares; a kernel is ATen ops only (no collective, no kernel inside a kernel)."""
+    kernels = p.get("kernels", {})
+    for idx, inst in enumerate(p["instructions"]):
+        if inst["op"] != KERNEL:
+            continue
+        w, name = at(at(where, "instructions"), idx), inst["attrs"]["name"]
+        if name not in kernels:
+            fail(w, f"calls kernel {name!r}, which the program does not define")
+        k = kernels[name]
+        got = [spec[a["r"]] for a in inst["args"]]
+        want = [(a["shape"], a["dtype"]) for a in k["args"]]
+        if got != want:
+            fail(w, f"calls kernel {name!r} with {show(got)}, it takes {show(want)}")
+        if list(zip(inst["shapes"], inst["dtypes"])) != [(r["shape"], r["dtype"]) for r in k["results"]]:
+            fail(w, f"declares results {show(list(zip(inst['shapes'], inst['dtypes'])))} for kernel {name!r}, which "
+                    f"gives {show([(r['shape'], r['dtype']) for r in k['results']])}")
+    for name, k in kernels.items():
+        kw = at(at(where, "kernels"), name)
+        for idx, inst in enumerate(k["instructions"]):
+            if inst["op"] in SP_OPS - {"prim.unpack"}:   # a split's pieces are unpacked
+                fail(at(at(kw, "instructions"), idx), f"a kernel runs ATen ops only, not {inst['op']}")
+        program(k, kw, limit)
 
 
 def _specs(p: dict, spec: dict) -> list[tuple]:
@@ -504,6 +537,36 @@ def _params(params: dict, fwd: dict, man: dict, root: str) -> None:
     for i, key in enumerate(("batch", "seq_len")):
         if key in man and man[key] != shape[i]:
             fail(at(M, key), f"{man[key]}, the program's input is {shape}")
+
+
+LAUNCH_PATH = re.compile(r"kernels/([A-Za-z0-9_]+)/launch\.json")
+_KERNEL_NAME = Str(max_len=128, pattern=_COMPONENT)
+LAUNCH = Obj({"object": Str(max_len=160, pattern=_COMPONENT), "grid": List(Int(1, 2 ** 31 - 1), max_len=3),
+              "symbol": Str(max_len=128, pattern=_COMPONENT), "num_warps": Int(1, 64), "warp_size": Int(1, 128),
+              "shared": Int(0, 1 << 24), "global_scratch_size": Int(0, 1 << 30),
+              "profile_scratch_size": Int(0, 1 << 30), "num_ctas": Int(1, 1),
+              "arg_types": List(Str(choices=tuple(POINTER_TYPES.values())), max_len=128)})
+LAUNCH_FILE = Obj({"target": Str(max_len=64), "kernels": Map(LAUNCH, key=_KERNEL_NAME),
+                   "fallback": Map(Str(), key=_KERNEL_NAME)})
+
+
+def launches(doc: Any, rel: str, prog: dict, man: dict, root: str) -> None:
+    """kernels/<arch>/launch.json: every kernel it launches is one the programs call, with one pointer
+    per operand and result of that kernel's dtype, and an object the manifest lists beside it."""
+    where = label(root, rel)
+    LAUNCH_FILE(doc, where)
+    arch = LAUNCH_PATH.fullmatch(rel).group(1)
+    kernels = {n: k for p in prog["programs"].values() for n, k in p.get("kernels", {}).items()}
+    for name, entry in doc["kernels"].items():
+        w = at(at(where, "kernels"), name)
+        if name not in kernels:
+            fail(w, "launches a kernel that no program calls")
+        k = kernels[name]
+        want = [POINTER_TYPES.get(a["dtype"]) for a in k["args"] + k["results"]]
+        if entry["arg_types"] != want:
+            fail(at(w, "arg_types"), f"{show(entry['arg_types'])}, the kernel's operands and results are {show(want)}")
+        if f"kernels/{arch}/{entry['object']}" not in man["files"]:
+            fail(at(w, "object"), f"kernels/{arch}/{entry['object']} is not listed in the manifest")
 
 
 def plan(p: Any, root: str) -> None:

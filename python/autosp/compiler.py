@@ -4,6 +4,8 @@
   import    CapturedStep       -> torch dialect  torch-mlir's FxImporter (frontend/importer.py)
   sp        torch dialect      -> sp + torch     the named pipeline sp-pipeline{...} (passes/)
   host      sp + torch         -> artifact files the host program and the artifact (lowering/, packaging.py)
+  codegen   artifact           -> artifact      each fused kernel -> Triton -> cubin / hsaco per target
+                                                  (lowering/triton_kernels.py), kernels/<arch>/*
 
 Each stage takes one value and returns the next; what later stages need from earlier ones (the
 captured step's names and buffers) travels in the `Compilation`. With keep_ir, every stage's output
@@ -33,6 +35,7 @@ class CompiledArtifact:
     files: dict[str, bytes]
     meta: dict
     timings: dict[str, float] = field(default_factory=dict)
+    kernel_sources: dict[str, str] = field(default_factory=dict)   # kernel -> its Triton source
 
     @property
     def program(self) -> dict:
@@ -67,6 +70,7 @@ class Compilation:
     step: Any = None                    # the CapturedStep, set by capture
     context: Any = None                 # the MLIR context of import, sp and host
     ir: dict[str, str] = field(default_factory=dict)      # ir/<n>-<stage>.<ext> -> text (keep_ir)
+    targets: tuple[str, ...] = ()       # GPU targets the kernels are compiled for (TARGETS' names)
     timings: dict[str, float] = field(default_factory=dict)
 
 
@@ -157,12 +161,22 @@ def lower_host(module, c: Compilation) -> CompiledArtifact:
         return CompiledArtifact(*artifact(module, program, c.step, c.remat))
 
 
+def codegen(art: CompiledArtifact, c: Compilation) -> CompiledArtifact:
+    if not c.targets and not c.keep_ir:   # nothing to compile, no sources to keep
+        return art
+    from autosp.packaging import kernel_objects
+    files, art.kernel_sources = kernel_objects(art.program, list(c.targets))
+    art.files.update(files)
+    return art
+
+
 # name, function, how its result is kept (keep_ir): file extension, text
 STAGES: list[tuple[str, Callable, str, Callable[[Any], str]]] = [
     ("capture", capture, "py", lambda step: step.graph.print_readable(print_output=False)),
     ("import", import_torch, "mlir", _asm),
     ("sp", run_pipeline, "mlir", _asm),
     ("host", lower_host, "json", lambda art: json.dumps(art.program, indent=1)),
+    ("codegen", codegen, "json", lambda art: json.dumps(art.kernel_sources, indent=1)),
 ]
 
 
@@ -216,7 +230,7 @@ def padded_length(model: nn.Module, seq_len: int, sp: int) -> int:
 def compile(model: nn.Module, example_inputs: tuple[torch.Tensor, torch.Tensor], sp: int = 1, dp: int = 1,
             remat: str = "sac", memory_budget: int | str | None = None, pipeline: str | None = None,
             tile: int | str | None = "auto", model_name: str | None = None, precision: str = "fp32",
-            keep_ir: bool = False, attention: str = "auto") -> CompiledArtifact:
+            keep_ir: bool = False, attention: str = "auto", targets: tuple[str, ...] | list[str] = ()) -> CompiledArtifact:
     """Compile one training step of `model` for sp-way sequence parallelism (x dp data parallel).
 
     example_inputs = (input_ids, labels), both [batch, seq]; only their shapes are used, and the model
@@ -234,6 +248,8 @@ def compile(model: nn.Module, example_inputs: tuple[torch.Tensor, torch.Tensor],
     keep_ir: keep every stage's IR in the artifact (ir/<n>-<stage>.*).
     A sequence length that sp does not divide is padded inside the step (passes/sp_pad_sequence.py):
     the loss and gradients are those of the unpadded tokens.
+    targets: GPUs to compile the fused kernels for, ahead of time on this host: "cuda:90", "cuda:80",
+    "hip:gfx942", "hip:gfx90a" (kernels/<arch>/*; needs triton); none: the runtime runs their ATen ops.
     attention: how attention is sharded: "ulysses" (all-to-alls split the heads across the ranks; sp
     must divide the heads), "ring" (each rank keeps its block of the sequence and the K/V blocks
     travel around the ranks, at KV-head width: any sp for any head count), "hybrid" (ulysses over u
@@ -248,11 +264,15 @@ def compile(model: nn.Module, example_inputs: tuple[torch.Tensor, torch.Tensor],
     batch, seq_len = input_ids.shape
     captured = padded_length(model, seq_len, sp) if pipeline is None else seq_len
     named = options(sp, dp, remat, memory_budget, tile, attention, seq_len if captured != seq_len else 0)
-    c = Compilation(batch, captured, pipeline or named.text(), remat, precision, keep_ir)
+    from autosp.lowering.triton_kernels import TARGETS
+    unknown = [t for t in targets if t not in TARGETS]
+    if unknown:
+        raise CompileError(f"unknown target {unknown[0]!r} (targets: {', '.join(TARGETS)})")
+    c = Compilation(batch, captured, pipeline or named.text(), remat, precision, keep_ir, targets=tuple(targets))
     art = run_stages(model, c)
     art.meta = {"compiler": f"autosp {__version__}", "model": model_name or type(model).__name__, **art.meta,
                 "remat": remat, "attention": attention, "precision": precision, "batch": batch, "seq_len": seq_len,
-                **({"padded_seq_len": captured} if captured != seq_len else {}), "targets": ["host"],
+                **({"padded_seq_len": captured} if captured != seq_len else {}), "targets": ["host", *targets],
                 "stages": [name for name, *_ in STAGES], "pipeline": c.pipeline,
                 "passes": [element for element, _ in expand(c.pipeline)]}
     return art

@@ -5,7 +5,8 @@ import json
 import math
 from collections import defaultdict
 
-from autosp.runtime.artifact import DTYPES, Artifact, ring_hops
+from autosp.passes.ops import VIEWS
+from autosp.runtime.artifact import DTYPES, KERNEL, Artifact, ring_hops
 from autosp.units import human
 
 COLLECTIVES = ("sp.all_to_all", "sp.all_reduce", "sp.all_gather", "sp.reduce_scatter", "sp.halo",
@@ -59,6 +60,52 @@ def _count(program: dict, mesh: dict, out: dict) -> None:
         entry = out[inst["op"]]
         entry["count"] += 1
         entry["bytes"] += sent
+
+
+def _launches(insts: list[dict]) -> int:
+    """Device launches of instructions: a view (and a list unpack) launches nothing."""
+    return sum(inst["op"] != "prim.unpack" and "torch." + inst["op"].removesuffix(".default") not in VIEWS
+               for inst in insts)
+
+
+def kernels(artifact_program: dict) -> dict[str, int]:
+    """The fused kernels (sp-fuse) and the launches per step with them ("launches") and without them, each
+    kernel's ATen ops launched one by one ("aten_launches"); a view counts as none."""
+    out = {"kernels": 0, "launches": 0, "aten_launches": 0}
+    for program in artifact_program["programs"].values():
+        ks = program.get("kernels", {})
+        out["kernels"] += len(ks)
+        out["launches"] += _launches(program["instructions"])
+        out["aten_launches"] += sum(_launches(ks[i["attrs"]["name"]]["instructions"]) if i["op"] == KERNEL
+                                    else _launches([i]) for i in program["instructions"])
+    return out
+
+
+def _kernels(prog: dict) -> str:
+    k = kernels(prog)
+    fused = ", ".join(f"{name} {len(p.get('kernels', {}))}" for name, p in prog["programs"].items())
+    return (f"kernels      {k['kernels']} fused ({fused}); launches per step {k['launches']}, the ATen program's "
+            f"{k['aten_launches']} ({k['aten_launches'] / max(k['launches'], 1):.2f}x)")
+
+
+def objects(art: Artifact) -> dict[str, dict]:
+    """Per GPU target compiled for: its folder, the kernels with an object, the objects, the kernels
+    that fall back to their ATen ops."""
+    out = {}
+    for rel in sorted(art.manifest["files"]):
+        parts = rel.split("/")
+        if len(parts) == 3 and parts[0] == "kernels" and parts[2] == "launch.json":
+            doc = json.loads(art.read(rel))
+            out[doc["target"]] = {"folder": f"kernels/{parts[1]}", "kernels": len(doc["kernels"]),
+                                  "objects": len({e["object"] for e in doc["kernels"].values()}),
+                                  "fallback": sorted(doc["fallback"])}
+    return out
+
+
+def _objects(art: Artifact) -> list[str]:
+    return [f"  {target:12s} {o['kernels']} kernels in {o['objects']} objects ({o['folder']})"
+            + (f", {len(o['fallback'])} run as ATen ops: {', '.join(o['fallback'][:4])}" if o["fallback"] else "")
+            for target, o in objects(art).items()] or ["  no GPU targets: every kernel runs as the ATen ops it replaced"]
 
 
 def _saved(prog: dict) -> str:
@@ -143,7 +190,8 @@ def report(art: Artifact) -> str:
              *_attention(prog, info),
              *_tiled(info),
              "program      " + ", ".join(f"{name} {len(p['instructions'])} instructions"
-                                         for name, p in prog["programs"].items())]
+                                         for name, p in prog["programs"].items()),
+             _kernels(prog), *_objects(art)]
     comm = communication(prog)
     lines.append("collectives per step (bytes sent by each rank):")
     total = 0.0
@@ -180,6 +228,7 @@ def as_json(art: Artifact) -> dict:
             "recomputed": p.get("recomputed"), "tiled": p.get("tiled", []),
             **({"auto": p["auto"]} if "auto" in p else {}),
             "instructions": {k: len(v["instructions"]) for k, v in art.program["programs"].items()},
+            "kernels": kernels(art.program), "objects": objects(art),
             "communication": communication(art.program)}
 
 

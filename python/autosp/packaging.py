@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 import math
+import tempfile
 
 import torch
 from torch_mlir import ir
 
 from autosp.frontend import CapturedStep
 from autosp.inspect_artifact import communication
+from autosp.lowering.triton_kernels import TARGETS, Unsupported, compile_object, generate
 from autosp.passes.torch_ir import funcs_of
 from autosp.runtime import artifact as schema
 
@@ -74,3 +76,32 @@ def artifact(module: ir.Module, program: dict, step: CapturedStep, remat: str) -
              "params.json": json.dumps(param_json, indent=1).encode(), **buffers}
     n_params = sum(math.prod(p["shape"]) for p in param_json["parameters"].values())
     return files, {"mesh": program["mesh"], "parameters": n_params}
+
+
+def kernel_objects(program: dict, targets: list[str]) -> tuple[dict[str, bytes], dict[str, str]]:
+    """The GPU objects of the program's kernels for each target, compiled on this host: per target
+    kernels/<arch>/<object>.{cubin,hsaco} and kernels/<arch>/launch.json (kernel -> its object, grid
+    and launch metadata; "fallback": the kernels codegen cannot express, and why, which the runtime
+    runs as ATen ops). Kernels of one body share one object, named after its source. Also each
+    kernel's Triton source (for keep_ir)."""
+    generated, fallback = {}, {}
+    for prog in program["programs"].values():
+        for name, k in prog.get("kernels", {}).items():
+            try:
+                body = generate("kernel", k)
+            except Unsupported as e:
+                fallback[name] = str(e)
+                continue
+            generated[name] = generate("k" + schema.sha256(body.source.encode())[:16], k)
+    files: dict[str, bytes] = {}
+    with tempfile.TemporaryDirectory(prefix="autosp-codegen-") as folder:
+        for target in targets:
+            arch, ext = TARGETS[target][3:]
+            launches, built = {}, {}
+            for name, tk in generated.items():
+                if tk.name not in built:
+                    files[f"kernels/{arch}/{tk.name}.{ext}"], built[tk.name] = compile_object(tk, target, folder)
+                launches[name] = {"object": f"{tk.name}.{ext}", "grid": [tk.grid, 1, 1], **built[tk.name]}
+            files[f"kernels/{arch}/launch.json"] = json.dumps(
+                {"target": target, "kernels": launches, "fallback": fallback}, indent=1).encode()
+    return files, {name: tk.source for name, tk in generated.items()}

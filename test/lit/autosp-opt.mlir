@@ -25,6 +25,8 @@
 // LIST-NEXT:     bucket=Bytes, default 0: policy=auto: the bucket of the sp-coalesce-collectives that follows (0: none), so each candidate's peak is the final one
 // LIST-NEXT: sp-coalesce-collectives {{ +}}pack adjacent all-reduces / all-to-alls of one kind into one collective (gradient buckets)
 // LIST-NEXT:     bucket=Bytes, default 25MiB: the most bytes one packed collective carries (DDP's default bucket)
+// LIST-NEXT: sp-fuse {{ +}}outline fusible regions of @forward / @backward into kernel functions (func.call)
+// LIST-NEXT:     min_ops=int, default 2: the fewest ops a kernel holds; smaller regions stay ATen calls
 // LIST-NEXT: sp-plan-memory {{ +}}lifetimes and the predicted per-rank peak of one step (sp.memory)
 // LIST-NEXT:     budget=Bytes, default unset: fail when the predicted per-rank peak exceeds it (e.g. 12GiB)
 // LIST-NEXT: sp-pipeline {{ +}}the default pipeline: captured step -> partitioned, tiled @forward/@backward with a memory plan

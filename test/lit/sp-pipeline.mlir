@@ -3,7 +3,7 @@
 // --batch 1 --keep-ir`, its ir/1-import.mlir). It is exactly the list of passes it names.
 // RUN: %autosp-opt %S/Inputs/tiny-llama-step.mlir --pass-pipeline='builtin.module(sp-pipeline{sp=2})' > %t.named
 // RUN: FileCheck %s < %t.named
-// RUN: %autosp-opt %S/Inputs/tiny-llama-step.mlir --pass-pipeline='builtin.module(sp-raise-attention,sp-propagate-sequence,sp-partition-sequence{sp=2 dp=1},canonicalize,cse,sp-tile-sequence,sp-plan-remat{policy=sac},sp-coalesce-collectives{bucket=26214400},sp-plan-memory)' > %t.listed
+// RUN: %autosp-opt %S/Inputs/tiny-llama-step.mlir --pass-pipeline='builtin.module(sp-raise-attention,sp-propagate-sequence,sp-partition-sequence{sp=2 dp=1},canonicalize,cse,sp-tile-sequence,sp-plan-remat{policy=sac},sp-coalesce-collectives{bucket=26214400},sp-fuse,sp-plan-memory)' > %t.listed
 // RUN: diff %t.named %t.listed
 // RUN: %autosp-opt %S/Inputs/tiny-llama-step.mlir --pass-pipeline='builtin.module(sp-pipeline{sp=2 remat=auto budget=1GiB tile=0})' | FileCheck %s --check-prefix=AUTO
 // RUN: %autosp-opt %S/Inputs/tiny-llama-step.mlir --pass-pipeline='builtin.module(sp-pipeline{sp=2})' --emit=host-program | FileCheck %s --check-prefix=HOST
@@ -22,6 +22,9 @@
 // CHECK: func.func @backward(
 // CHECK: "sp.attention_grad"
 // CHECK: "sp.all_reduce"
+// The fused kernels (sp-fuse): RMSNorm, the first kernel of the forward.
+// CHECK: func.func private @forward_k0({{.*}} attributes {sp.kernel = {domain = array<i64: 1, 4, 16>, ops = 6 : i64}}
+// CHECK: func.func private @backward_k0(
 // CHECK-NOT: func.func @train_step
 
 // remat=auto with a roomy budget saves everything; tile=0 leaves the MLP whole.
@@ -35,6 +38,7 @@
 // HOST-NEXT:  "sp": 2,
 // HOST-NEXT:  "dp": 1
 // HOST: "forward": {
+// HOST: "op": "sp.kernel",
 // HOST: "op": "sp.attention",
 // HOST: "backward": {
 // HOST: "op": "sp.attention_grad",

@@ -51,6 +51,14 @@ def test_runtime_imports_no_compiler():
     assert not bad, f"the runtime imports compiler code: {bad}"
 
 
+def test_triton_only_in_codegen():
+    """Triton is a compiler-side extra (pyproject's `compiler`): only codegen imports it, so the
+    passes run without it and a runtime machine never needs it."""
+    users = {os.path.relpath(p, ROOT) for f in COMPILER + ("python/autosp", "runtime") for p in _sources(f)
+             if any(_under(m, {"triton"}) for m in _imports(p))}
+    assert users <= {"lowering/triton_kernels.py"}, f"triton imported outside codegen: {sorted(users)}"
+
+
 def test_checker_sees_a_wrong_way_import(tmp_path):
     """The scan above would catch a function-local import of the CLI layer."""
     f = tmp_path / "p.py"
@@ -70,6 +78,9 @@ COMPONENT = {
     "passes/sp_plan_remat.py": "sp-plan-remat",
     "passes/sp_plan_remat_auto.py": "sp-plan-remat",
     "passes/sp_plan_memory.py": "sp-plan-memory",
+    "passes/sp_fuse.py": "sp-fuse",
+    "passes/torch_ir.py": "torch-ir",
+    "lowering/triton_kernels.py": "codegen",
     "lowering/host_program.py": "host-program",
     "python/autosp/packaging.py": "artifact",
 }

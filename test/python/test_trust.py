@@ -322,6 +322,49 @@ def test_mm_operand_checked_before_running(tiny, tmp_path):
         m(*batch_for(256, m.input_shape, seed=1))
 
 
+def _kernel_call(path: str) -> tuple[int, str]:
+    """The first kernel call of the forward: (instruction index, kernel name)."""
+    idx = _instructions(path, "forward", "sp.kernel")[0]
+    return idx, _json(path, "program.json")["programs"]["forward"]["instructions"][idx]["attrs"]["name"]
+
+
+def test_kernel_call_to_undefined_kernel_refused(tiny, tmp_path):
+    path = _copy(tiny, tmp_path)
+    idx, name = _kernel_call(path)
+    _edit(path, "program.json", lambda p: p["programs"]["forward"]["kernels"].pop(name) and None)
+    with pytest.raises(ArtifactError, match=rf"programs.forward.instructions\[{idx}\]: calls kernel '{name}', "
+                                            "which the program does not define"):
+        autosp.load(path)
+
+
+def test_kernel_holding_a_collective_refused(tiny, tmp_path):
+    """A kernel is the ATen ops it replaced: a collective smuggled into one is refused at load."""
+    path = _copy(tiny, tmp_path)
+    _, name = _kernel_call(path)
+
+    def smuggle(p):
+        inst = p["programs"]["forward"]["kernels"][name]["instructions"][0]
+        inst.pop("kwargs")
+        inst.update(op="sp.all_reduce", attrs={"op": "sum", "group": "sp"}, args=inst["args"][:1])
+    _edit(path, "program.json", smuggle)
+    with pytest.raises(ArtifactError, match=rf"kernels.{name}.instructions\[0\]: a kernel runs ATen ops only, not "
+                                            "sp.all_reduce"):
+        autosp.load(path)
+
+
+def test_kernel_operand_checked_before_running(tiny, tmp_path):
+    """A kernel handed an operand of another shape than it was compiled for: refused at load, naming it."""
+    path = _copy(tiny, tmp_path)
+    idx, name = _kernel_call(path)
+
+    def widen(p):
+        arg = p["programs"]["forward"]["kernels"][name]["args"][0]
+        arg["shape"] = arg["shape"][:-1] + [arg["shape"][-1] + 1]
+    _edit(path, "program.json", widen)
+    with pytest.raises(ArtifactError, match=rf"instructions\[{idx}\]: calls kernel '{name}' with .* it takes"):
+        autosp.load(path)
+
+
 def test_empty_forward_refused(tiny, tmp_path):
     path = _copy(tiny, tmp_path)
     _edit(path, "program.json", lambda p: p["programs"]["forward"].update(instructions=[]))
@@ -344,22 +387,23 @@ def test_loss_must_be_a_scalar(tiny, tmp_path):
         autosp.load(path)
 
 
-def test_loss_that_is_not_a_tensor_refused(tiny, tmp_path):
-    """A forger declaring a list (split's result) the scalar loss: refused before the step returns it."""
+def test_list_declared_a_tensor_refused(tiny, tmp_path):
+    """A forger declaring a list (split's result, inside RoPE's kernel) a scalar tensor: refused before
+    the kernel runs, naming the call and the instruction inside it."""
     path = _copy(tiny, tmp_path)
-    idx = _instructions(path, "forward", "aten.split.Tensor")[0]
+    fwd = _json(path, "program.json")["programs"]["forward"]
+    name, j = next((n, j) for n, k in sorted(fwd["kernels"].items()) for j, inst in enumerate(k["instructions"])
+                   if inst["op"] == "aten.split.Tensor")
+    idx = next(i for i, inst in enumerate(fwd["instructions"]) if inst.get("attrs", {}).get("name") == name)
 
-    def loss_is_a_list(p):
-        fwd = p["programs"]["forward"]
-        inst = fwd["instructions"][idx]
+    def list_is_a_scalar(p):
+        inst = p["programs"]["forward"]["kernels"][name]["instructions"][j]
         inst["shapes"], inst["dtypes"] = [[]], ["float32"]
-        fwd["outputs"][0] = inst["out"][0]
-        for other in fwd["instructions"]:
-            other["free"] = [r for r in other["free"] if r != inst["out"][0]]
-    _edit(path, "program.json", loss_is_a_list)
+    _edit(path, "program.json", list_is_a_scalar)
     m = autosp.load(path)
-    with pytest.raises(ProgramError, match=rf"instruction {idx} \(aten.split.Tensor, .*\): would produce a value "
-                                           r"that is not a tensor, the compiler declared \[\] float32"):
+    with pytest.raises(ProgramError, match=rf"instruction {idx} \(sp.kernel, .*\): instruction {j} \(aten.split.Tensor, "
+                                           r".*\): would produce a value that is not a tensor, the compiler declared "
+                                           r"\[\] float32"):
         m(*batch_for(256, m.input_shape, seed=1))
 
 

@@ -20,7 +20,7 @@ from autosp.runtime.collectives import DEFAULT_TIMEOUT_S
 
 def _compile(spec: str, seq_len: int, batch: int, sp: int, dp: int, out: str, remat: str = "sac",
              memory_budget: str | None = None, tile: str | None = None, keep_ir: bool = False,
-             precision: str = "fp32", attention: str = "auto") -> None:
+             precision: str = "fp32", attention: str = "auto", targets: tuple[str, ...] = ()) -> None:
     import torch
 
     import autosp
@@ -30,10 +30,19 @@ def _compile(spec: str, seq_len: int, batch: int, sp: int, dp: int, out: str, re
     print(f"compiling {spec} for [{batch}, {seq_len}] tokens, sp={sp} x dp={dp} ...", flush=True)
     art = autosp.compile(model, example_inputs=(ids, ids), sp=sp, dp=dp, remat=remat, memory_budget=memory_budget,
                          tile=int(tile) if tile and tile.isdigit() else tile, model_name=spec, keep_ir=keep_ir,
-                         precision=precision, attention=attention)
+                         precision=precision, attention=attention, targets=targets)
     art.save(out)
     t = art.timings
     print(f"wrote {out}: {art.num_instructions} instructions; " + ", ".join(f"{stage} {s:.1f} s" for stage, s in t.items()))
+
+
+def _targets(text: str) -> tuple[str, ...]:
+    from autosp.lowering.triton_kernels import TARGETS
+    targets = tuple(t.strip() for t in text.split(",") if t.strip())
+    for t in targets:
+        if t not in TARGETS:
+            raise argparse.ArgumentTypeError(f"unknown target {t!r} (targets: {', '.join(TARGETS)})")
+    return targets
 
 
 def _source(out: str, override: str | None) -> str:
@@ -46,7 +55,7 @@ def _source(out: str, override: str | None) -> str:
 
 def cmd_compile(a) -> int:
     _compile(a.model, a.seq_len, a.batch, a.sp, a.dp, a.output, a.remat, a.memory_budget, a.tile, a.keep_ir,
-             a.precision, a.attention)
+             a.precision, a.attention, a.targets or ())
     return 0
 
 
@@ -198,8 +207,11 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--tile", type=_tile, default="auto", help=TILE_HELP)
     c.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32",
                    help="bf16 / fp16: the step as under torch.autocast, fp32 parameters and gradients")
+    c.add_argument("--targets", type=_targets,
+                   help="GPUs to compile the fused kernels for, comma-separated: cuda:90, cuda:80, hip:gfx942, "
+                        "hip:gfx90a (default: none; the runtime runs the ATen ops they replace)")
     c.add_argument("--keep-ir", action="store_true",
-                   help="keep every stage's IR in the artifact: ir/<n>-<stage>.* (capture, import, sp, host)")
+                   help="keep every stage's IR in the artifact: ir/<n>-<stage>.* (capture, import, sp, host, codegen)")
     c.add_argument("-o", "--output", required=True, help="artifact directory to write")
     c.set_defaults(fn=cmd_compile)
     pl = command("plan", "the longest sequence that fits a memory size, per remat policy (none, sac, full, auto)")

@@ -1,0 +1,243 @@
+"""sp-fuse: outline fusible regions of @forward and @backward into kernel functions.
+
+A region is a set of ops that one kernel launch can compute in a single pass over a *domain*, a
+static shape [rows..., N] (ops.FUSIBLE and ops.ROW_REDUCTIONS):
+  - elementwise ops whose result is the domain, or one value per row of it ([rows..., 1]);
+  - reductions over the last dim with keepdim (RMSNorm's mean, a softmax's max and sum).
+Operands broadcast into the domain (a weight [N], a row statistic [rows..., 1], a scalar). So the
+RMSNorm chain, a residual add with the norm after it, SwiGLU's silu * up, RoPE (its halves: last-dim
+pieces of an input, see `regions`) and their backwards each become one kernel; matmuls, attention,
+collectives and views stay as they are (the kernel's inputs and outputs are whatever they read and make).
+
+Regions grow greedily in program order. An op joins the region(s) its operands come from when the
+domains agree and no op outside the region has read the region's values yet ("open"): the call
+then sits at the region's last op, after every input and before every outside reader, so outlining
+never reorders a dependence. Regions of fewer than `min_ops` ops stay ATen calls.
+
+Each region becomes `func.func private @<function>_k<n>` with `sp.kernel = {domain, ops}` and the
+ops moved into it (constants copied), called by `func.call`: device-neutral IR that the host
+lowering runs as the ATen ops it holds (the fallback) and codegen lowers to a Triton kernel.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from torch_mlir import ir
+from torch_mlir.dialects import func as func_d
+
+from .base import Pass, option
+from .ops import CAT, CONSTANT, FUSIBLE, LIST, PIECES, ROW_REDUCTIONS, UNARY, UNPACK
+from .torch_ir import body_ops, const_value, funcs_of, is_tensor, op_name, shape
+
+
+@dataclass(eq=False)   # regions are compared by identity
+class _Region:
+    domain: list[int]
+    ops: list = field(default_factory=list)
+    open: bool = True
+
+
+def _rows(domain: list[int]) -> list[int] | None:
+    return domain[:-1] + [1] if domain else None
+
+
+def _merged(a: list[int], b: list[int]) -> list[int] | None:
+    """The domain of a region holding ops of domains a and b, or None when one pass cannot do both."""
+    if a == b:
+        return a
+    if _rows(b) == a:
+        return b
+    if _rows(a) == b:
+        return a
+    return None
+
+
+def _constant(v: ir.Value) -> bool:
+    """A constant operand (copied into the kernel), a list of constants included."""
+    owner = v.owner
+    if not isinstance(owner, (ir.Operation, ir.OpView)):
+        return False
+    return op_name(owner).startswith(CONSTANT) or (op_name(owner) == LIST and const_value(v)[0])
+
+
+def _domain(op) -> list[int] | None:
+    """The domain an op computes over if it can be fused, else None."""
+    name = op_name(op)
+    o = op.operation
+    if len(o.results) != 1 or not is_tensor(o.results[0]):
+        return None
+    if not all(is_tensor(x) or _constant(x) for x in o.operands):
+        return None   # a scalar computed at run time
+    result = shape(o.results[0])
+    if -1 in result:
+        return None
+    if name in FUSIBLE:
+        return result
+    if name in ROW_REDUCTIONS:
+        x = shape(o.operands[0])
+        ok_d, dims = const_value(o.operands[1])
+        ok_k, keep = const_value(o.operands[2])
+        last = ok_d and isinstance(dims, list) and len(dims) == 1 and x and dims[0] % len(x) == len(x) - 1
+        dtype_ok = name == "torch.aten.amax" or const_value(o.operands[3]) == (True, None)
+        if last and ok_k and keep and dtype_ok and -1 not in x:
+            return x
+    return None
+
+
+def _last_dim(x: ir.Value, dim: ir.Value) -> bool:
+    ok, d = const_value(dim)
+    n = len(shape(x))
+    return ok and isinstance(d, int) and n > 0 and d % n == n - 1 and -1 not in shape(x)
+
+
+def _pieces_of(op) -> ir.Value | None:
+    """The value a last-dim slice or split cuts (RoPE's halves), else None."""
+    name, x = op_name(op), list(op.operation.operands)
+    if name == PIECES[0] and is_tensor(x[0]) and _last_dim(x[0], x[1]) and const_value(x[4]) == (True, 1) \
+            and all(isinstance(const_value(v)[1], int) for v in x[2:4]):
+        return x[0]
+    if name == PIECES[1] and is_tensor(x[0]) and _last_dim(x[0], x[2]) and isinstance(const_value(x[1])[1], int):
+        return x[0]
+    return None
+
+
+def regions(func, min_ops: int) -> list[_Region]:
+    """The fusible regions of one function, each of at least min_ops ops, in program order.
+
+    Beside the domain's values, a region may hold *pieces*: last-dim slices of one of its inputs (a
+    slice, or a split and its unpack), elementwise ops of one piece, and a last-dim cat of pieces back
+    into the domain (RoPE's rotate_half, forward and backward). A piece never leaves its kernel."""
+    owner: dict[ir.Value, _Region] = {}
+    found: list[_Region] = []
+    pieces: set[ir.Value] = set()
+    lists: dict[ir.Value, ir.Operation] = {}   # a list of tensors -> the op that builds it
+
+    def merge(into: _Region, r: _Region) -> None:
+        into.ops += r.ops
+        for o in r.ops:
+            for v in o.operation.results:
+                owner[v] = into
+        found.remove(r)
+
+    for op in body_ops(func):
+        name, o = op_name(op), op.operation
+        if name == LIST and any(is_tensor(x) for x in o.operands):
+            lists[o.results[0]] = op   # read through by its reader
+            continue
+        operands = [e for x in o.operands for e in (list(lists[x].operands) if x in lists else [x])]
+        reads = [owner[x] for x in operands if x in owner]
+        tensors = [x for x in o.operands if is_tensor(x)]
+        open_piece = lambda v: v in pieces and owner[v].open  # noqa: E731
+        joined, members, cut = None, [op], False
+        if _pieces_of(op) is not None:   # pieces of a kernel input: a region of their own
+            joined, cut = _Region(shape(_pieces_of(op))), True
+            found.append(joined)
+        elif name == UNPACK and open_piece(o.operands[0]) or (
+                name in FUSIBLE and name in UNARY and len(tensors) == 1 and open_piece(tensors[0])
+                and all(is_tensor(x) or _constant(x) for x in o.operands)):
+            joined, cut = owner[o.operands[0]], True
+        elif name == CAT and o.operands[0] in lists and _last_dim(o.results[0], o.operands[1]) \
+                and all(open_piece(e) for e in lists[o.operands[0]].operands):
+            joined = owner[lists[o.operands[0]].operands[0]]
+            for r in dict.fromkeys(owner[e] for e in lists[o.operands[0]].operands):
+                if r is not joined and _merged(joined.domain, r.domain) is not None:
+                    merge(joined, r)
+            if any(owner[e] is not joined for e in lists[o.operands[0]].operands) \
+                    or _merged(joined.domain, shape(o.results[0])) is None:
+                joined = None
+            else:
+                members = [lists[o.operands[0]], op]
+        elif (d := _domain(op)) is not None:
+            for r in dict.fromkeys(reads):   # each region once, in operand order
+                merged = _merged(r.domain, d) if r.open else None
+                if merged is None:
+                    continue
+                if joined is None:
+                    joined = r
+                    joined.domain = merged
+                elif _merged(joined.domain, r.domain) is not None:   # both open: one kernel
+                    joined.domain = _merged(joined.domain, r.domain)
+                    merge(joined, r)
+            if joined is None:
+                joined = _Region(d)
+                found.append(joined)
+        if joined is not None:
+            joined.ops += members
+            for v in o.results:
+                owner[v] = joined
+                if cut:
+                    pieces.add(v)
+        for r in reads:
+            if r is not joined:
+                r.open = False   # read outside: its call must come before this op
+    # a piece read outside its kernel would have to be stored: such a region stays ATen ops
+    return [r for r in found if len(r.ops) >= min_ops and not any(
+        v in pieces and any(u.owner not in {x.operation for x in r.ops} for u in v.uses)
+        for x in r.ops for v in x.operation.results)]
+
+
+def _outline(func, region: _Region, name: str) -> None:
+    ops = sorted(region.ops, key=body_ops(func).index)
+    members = {v for o in ops for v in o.operation.results}
+    inputs: list[ir.Value] = []
+    for o in ops:
+        for x in o.operation.operands:
+            if x not in members and not _constant(x) and x not in inputs:
+                inputs.append(x)
+    inner = {o.operation for o in ops}
+    outputs = [v for o in ops for v in o.operation.results if any(u.owner not in inner for u in v.uses)]
+    last = ops[-1]
+    with ir.InsertionPoint(last), last.location:
+        call = func_d.CallOp([v.type for v in outputs], ir.FlatSymbolRefAttr.get(name), inputs)
+    for v, new in zip(outputs, call.results):
+        v.replace_all_uses_except(new, [o.operation for o in ops])
+
+    module_body = func.parent.regions[0].blocks[0]
+    with ir.InsertionPoint(module_body), last.location:
+        kernel = func_d.FuncOp(name, ([v.type for v in inputs], [v.type for v in outputs]), visibility="private")
+        block = kernel.add_entry_block()
+        i64 = ir.IntegerType.get_signless(64)
+        kernel.operation.attributes["sp.kernel"] = ir.DictAttr.get({
+            "domain": ir.DenseI64ArrayAttr.get(region.domain), "ops": ir.IntegerAttr.get(i64, len(ops))})
+    with ir.InsertionPoint(block), last.location:
+        ret = func_d.ReturnOp(outputs)
+    for o in ops:
+        o.operation.move_before(ret)
+    mapping = dict(zip(inputs, block.arguments))
+    copied: list[ir.Value] = []
+    copies = ir.InsertionPoint(ops[0].operation)   # constants go before the kernel's first op
+
+    def inside(v: ir.Value) -> ir.Value:
+        if v in members:
+            return v
+        if v not in mapping:   # a constant: copied (a list's elements first)
+            src = v.owner.operation
+            elements = [inside(x) for x in src.operands]
+            copy = src.clone(copies)
+            for i, x in enumerate(elements):
+                copy.operands[i] = x
+            mapping[v] = copy.results[0]
+            copied.append(v)
+        return mapping[v]
+
+    for o in ops:
+        for i, x in enumerate(list(o.operation.operands)):
+            o.operation.operands[i] = inside(x)
+    # the host's constants that only the moved ops read (a list before its elements)
+    for v in reversed(copied):
+        if not list(v.uses):
+            v.owner.operation.erase()
+
+
+@dataclass
+class Fuse(Pass):
+    """outline fusible regions of @forward / @backward into kernel functions (func.call)"""
+    name: ClassVar[str] = "sp-fuse"
+    min_ops: int = option(2, "the fewest ops a kernel holds; smaller regions stay ATen calls", minimum=1)
+
+    def run(self, module_op) -> None:
+        for f in funcs_of(module_op):
+            fname = ir.StringAttr(f.attributes["sym_name"]).value
+            for n, region in enumerate(regions(f, self.min_ops)):
+                _outline(f, region, f"{fname}_k{n}")

@@ -1,0 +1,173 @@
+"""The fused kernels' GPU objects (kernels/<arch>/, compiled ahead of time by the compiler's codegen),
+loaded and launched with no Triton and no MLIR: the CUDA driver through cuda-bindings, HIP through
+ctypes on libamdhip64 (both imported only when a GPU object is first launched).
+
+A kernel runs from its object when the run device is a GPU whose architecture (sm_90, gfx942, ...)
+the artifact has a kernels/<arch>/launch.json for and that file gives the kernel an object; anywhere
+else (the CPU, another architecture, a kernel codegen could not express) the executor runs the ATen
+ops the kernel replaced, and this module says so once per reason.
+
+Launch ABI of a Triton (3.6) kernel: its pointer arguments (the kernel's inputs, then its outputs,
+contiguous, torch-allocated on the run device), then two scratch pointers (global, profile: 0 when
+their sizes are 0); block = num_warps x warp_size threads; dynamic shared memory = `shared`; on torch's
+current stream."""
+from __future__ import annotations
+
+import ctypes
+import json
+import logging
+import os
+from typing import Any, Callable
+
+import torch
+
+from .artifact import DTYPES, Artifact
+
+log = logging.getLogger("autosp")
+
+
+def arch(device: torch.device) -> str | None:
+    """The device's architecture as the artifact names its folders: sm_<major><minor> (CUDA) or the
+    gfx name (ROCm); None off a GPU."""
+    if device.type != "cuda":
+        return None
+    if torch.version.hip:
+        return torch.cuda.get_device_properties(device).gcnArchName.split(":")[0]
+    major, minor = torch.cuda.get_device_capability(device)
+    return f"sm_{major}{minor}"
+
+
+def pack(arg_types: list[str], pointers: list[int], scratch: tuple[int, int]) -> tuple[Any, ctypes.Array]:
+    """(what must stay alive until the launch returns, the void** array cuLaunchKernel /
+    hipModuleLaunchKernel take): one 64-bit pointer per argument, then the two scratch pointers."""
+    if len(arg_types) != len(pointers) or not all(t.startswith("*") for t in arg_types):
+        raise ValueError(f"a fused kernel takes {len(arg_types)} pointers ({arg_types}), got {len(pointers)}")
+    values = [ctypes.c_uint64(p) for p in (*pointers, *scratch)]
+    return values, (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
+
+
+class _Cuda:
+    """The CUDA driver API, in the primary context (the one torch uses)."""
+
+    def __init__(self, index: int):
+        from cuda.bindings import driver
+        self.cu = driver
+        self._ok(driver.cuInit(0))
+        self._ok(driver.cuCtxSetCurrent(self._ok(driver.cuDevicePrimaryCtxRetain(self._ok(driver.cuDeviceGet(index))))))
+
+    def _ok(self, res):
+        err, *rest = res if isinstance(res, tuple) else (res,)
+        if err != self.cu.CUresult.CUDA_SUCCESS:
+            raise RuntimeError(f"CUDA driver error {int(err)} ({self.cu.cuGetErrorName(err)[1]})")
+        return rest[0] if len(rest) == 1 else None
+
+    def load(self, image: bytes, symbol: str):
+        return self._ok(self.cu.cuModuleGetFunction(self._ok(self.cu.cuModuleLoadData(image)), symbol.encode()))
+
+    def launch(self, fn, grid: list[int], block: int, shared: int, stream: int, params: ctypes.Array) -> None:
+        self._ok(self.cu.cuLaunchKernel(fn, *grid, block, 1, 1, shared, stream, ctypes.addressof(params), 0))
+
+
+class _Hip:
+    """HIP's module API through ctypes (hipModuleLoadData, hipModuleLaunchKernel)."""
+
+    def __init__(self, index: int):
+        self.h = ctypes.CDLL(os.environ.get("AUTOSP_HIP_LIBRARY", "libamdhip64.so"))
+        self._ok(self.h.hipSetDevice(index))
+        self.images: list[ctypes.Array] = []   # a loaded module's image stays alive with it
+
+    def _ok(self, err: int) -> None:
+        if err:
+            self.h.hipGetErrorString.restype = ctypes.c_char_p
+            raise RuntimeError(f"HIP error {err} ({self.h.hipGetErrorString(err).decode()})")
+
+    def load(self, image: bytes, symbol: str):
+        module, fn = ctypes.c_void_p(), ctypes.c_void_p()
+        self.images.append(ctypes.create_string_buffer(image, len(image)))
+        self._ok(self.h.hipModuleLoadData(ctypes.byref(module), self.images[-1]))
+        self._ok(self.h.hipModuleGetFunction(ctypes.byref(fn), module, symbol.encode()))
+        return fn
+
+    def launch(self, fn, grid: list[int], block: int, shared: int, stream: int, params: ctypes.Array) -> None:
+        u = ctypes.c_uint
+        self._ok(self.h.hipModuleLaunchKernel(fn, *map(u, grid), u(block), u(1), u(1), u(shared),
+                                              ctypes.c_void_p(stream), params, None))
+
+
+class Launcher:
+    """One kernel's object, loaded on one device: called as the kernel's fallback is, on tensors."""
+
+    def __init__(self, entry: dict, kernel: dict, backend, fn, stream: Callable[[torch.device], int]):
+        self.entry, self.kernel, self.backend, self.fn, self.stream = entry, kernel, backend, fn, stream
+
+    def __call__(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        e, device = self.entry, inputs[0].device
+        xs = [x.contiguous() for x in inputs]
+        outs = [torch.empty(r["shape"], dtype=DTYPES[r["dtype"]], device=device) for r in self.kernel["results"]]
+        programs = e["grid"][0] * e["grid"][1] * e["grid"][2]
+        scratch = [torch.empty(programs * size, dtype=torch.uint8, device=device) if size else None
+                   for size in (e["global_scratch_size"], e["profile_scratch_size"])]
+        keep, params = pack(e["arg_types"], [t.data_ptr() for t in (*xs, *outs)],
+                            tuple(s.data_ptr() if s is not None else 0 for s in scratch))
+        self.backend.launch(self.fn, e["grid"], e["num_warps"] * e["warp_size"], e["shared"], self.stream(device),
+                            params)
+        return tuple(outs)
+
+
+def _current_stream(device: torch.device) -> int:
+    return torch.cuda.current_stream(device).cuda_stream
+
+
+class GpuObjects:
+    """The artifact's GPU objects: launcher(kernel, device) gives a Launcher, or None where the ATen ops
+    run instead (said once per reason)."""
+
+    def __init__(self, artifact: Artifact, backend: Callable[[torch.device], Any] | None = None,
+                 stream: Callable[[torch.device], int] = _current_stream):
+        self.artifact = artifact
+        self.launches = {rel.split("/")[1]: json.loads(data) for rel, data in artifact.files.items()
+                         if rel.startswith("kernels/") and rel.endswith("/launch.json")}
+        self.kernels = {n: k for p in artifact.program["programs"].values() for n, k in p.get("kernels", {}).items()}
+        self.backend, self.stream = backend or self._backend, stream
+        self.loaded: dict[tuple, Launcher | None] = {}
+        self.backends: dict[torch.device, Any] = {}
+        self.functions: dict[tuple, Any] = {}    # (device, object) -> its loaded function
+        self.said: set[str] = set()
+
+    @staticmethod
+    def _backend(device: torch.device):
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        return _Hip(index) if torch.version.hip else _Cuda(index)
+
+    def _say(self, what: str) -> None:
+        if what not in self.said:
+            self.said.add(what)
+            log.warning("autosp: %s", what)
+
+    def launcher(self, name: str, device: torch.device) -> Launcher | None:
+        key = (name, device)
+        if key not in self.loaded:
+            self.loaded[key] = self._load(name, device)
+        return self.loaded[key]
+
+    def _load(self, name: str, device: torch.device) -> Launcher | None:
+        if not self.launches:   # compiled for no GPU: nothing to say
+            return None
+        have = ", ".join(sorted(self.launches))
+        a = arch(device)
+        if a is None or a not in self.launches:
+            self._say(f"{self.artifact.path} has GPU kernels for {have}, none for {a or device.type}: the fused "
+                      "kernels run as the ATen ops they replaced")
+            return None
+        doc = self.launches[a]
+        if name not in doc["kernels"]:
+            self._say(f"kernel {name} has no {a} object ({doc['fallback'].get(name, 'not compiled')}): it runs as "
+                      "the ATen ops it replaced")
+            return None
+        entry = doc["kernels"][name]
+        if device not in self.backends:
+            self.backends[device] = self.backend(device)
+        backend, obj = self.backends[device], (device, entry["object"])
+        if obj not in self.functions:   # kernels of one body share an object
+            self.functions[obj] = backend.load(self.artifact.read(f"kernels/{a}/{entry['object']}"), entry["symbol"])
+        return Launcher(entry, self.kernels[name], backend, self.functions[obj], self.stream)

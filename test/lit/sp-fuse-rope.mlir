@@ -1,0 +1,48 @@
+// sp-fuse on RoPE: the halves of a kernel input (split + unpack, or two slices) put back together by a
+// last-dim cat fuse with the multiply-adds around them; a piece read outside keeps its region ATen ops.
+// RUN: %autosp-opt %s --pass-pipeline='builtin.module(sp-fuse)' | FileCheck %s
+
+// q * cos + cat(-q[4:], q[:4]) * sin is one kernel of 8 ops over [2, 8], reading q, cos and sin.
+// CHECK-LABEL: func.func @forward(
+// CHECK:         %[[OUT:.*]] = call @forward_k0(%arg0, %arg1, %arg2)
+// The backward-style rotation of %out has a half (%hi) that exp reads outside: it stays as it is.
+// CHECK-NEXT:    %[[LO:.*]] = torch.aten.slice.Tensor %[[OUT]]
+// CHECK-NEXT:    %[[HI:.*]] = torch.aten.slice.Tensor %[[OUT]]
+// CHECK-NEXT:    torch.aten.neg %[[LO]]
+// CHECK-NEXT:    torch.prim.ListConstruct
+// CHECK-NEXT:    torch.aten.cat
+// CHECK-NEXT:    torch.aten.exp %[[HI]]
+// CHECK-NOT:     call
+// CHECK-LABEL: func.func private @forward_k0(
+// CHECK-SAME:    sp.kernel = {domain = array<i64: 2, 8>, ops = 8 : i64}
+// CHECK:         %[[QC:.*]] = torch.aten.mul.Tensor %arg0, %arg1
+// CHECK-NEXT:    %[[SPLIT:.*]] = torch.aten.split.Tensor %arg0
+// CHECK-NEXT:    %[[H:.*]]:2 = torch.prim.ListUnpack %[[SPLIT]]
+// CHECK-NEXT:    %[[N:.*]] = torch.aten.neg %[[H]]#1
+// CHECK-NEXT:    %[[L:.*]] = torch.prim.ListConstruct %[[N]], %[[H]]#0
+// CHECK-NEXT:    %[[ROT:.*]] = torch.aten.cat %[[L]]
+// CHECK-NEXT:    %[[RS:.*]] = torch.aten.mul.Tensor %[[ROT]], %arg2
+// CHECK-NEXT:    %[[R:.*]] = torch.aten.add.Tensor %[[QC]], %[[RS]]
+// CHECK-NEXT:    return %[[R]]
+func.func @forward(%q: !torch.vtensor<[2,8],f32>, %cos: !torch.vtensor<[8],f32>, %sin: !torch.vtensor<[8],f32>) -> (!torch.vtensor<[2,8],f32>, !torch.vtensor<[2,8],f32>, !torch.vtensor<[2,4],f32>) {
+  %int1 = torch.constant.int 1
+  %int4 = torch.constant.int 4
+  %int0 = torch.constant.int 0
+  %int8 = torch.constant.int 8
+  %int-1 = torch.constant.int -1
+  %qc = torch.aten.mul.Tensor %q, %cos : !torch.vtensor<[2,8],f32>, !torch.vtensor<[8],f32> -> !torch.vtensor<[2,8],f32>
+  %halves = torch.aten.split.Tensor %q, %int4, %int-1 : !torch.vtensor<[2,8],f32>, !torch.int, !torch.int -> !torch.list<vtensor>
+  %h:2 = torch.prim.ListUnpack %halves : !torch.list<vtensor> -> !torch.vtensor<[2,4],f32>, !torch.vtensor<[2,4],f32>
+  %n = torch.aten.neg %h#1 : !torch.vtensor<[2,4],f32> -> !torch.vtensor<[2,4],f32>
+  %parts = torch.prim.ListConstruct %n, %h#0 : (!torch.vtensor<[2,4],f32>, !torch.vtensor<[2,4],f32>) -> !torch.list<vtensor>
+  %rot = torch.aten.cat %parts, %int-1 : !torch.list<vtensor>, !torch.int -> !torch.vtensor<[2,8],f32>
+  %rs = torch.aten.mul.Tensor %rot, %sin : !torch.vtensor<[2,8],f32>, !torch.vtensor<[8],f32> -> !torch.vtensor<[2,8],f32>
+  %out = torch.aten.add.Tensor %qc, %rs, %int1 : !torch.vtensor<[2,8],f32>, !torch.vtensor<[2,8],f32>, !torch.int -> !torch.vtensor<[2,8],f32>
+  %lo = torch.aten.slice.Tensor %out, %int1, %int0, %int4, %int1 : !torch.vtensor<[2,8],f32>, !torch.int, !torch.int, !torch.int, !torch.int -> !torch.vtensor<[2,4],f32>
+  %hi = torch.aten.slice.Tensor %out, %int1, %int4, %int8, %int1 : !torch.vtensor<[2,8],f32>, !torch.int, !torch.int, !torch.int, !torch.int -> !torch.vtensor<[2,4],f32>
+  %nlo = torch.aten.neg %lo : !torch.vtensor<[2,4],f32> -> !torch.vtensor<[2,4],f32>
+  %back = torch.prim.ListConstruct %hi, %nlo : (!torch.vtensor<[2,4],f32>, !torch.vtensor<[2,4],f32>) -> !torch.list<vtensor>
+  %rot2 = torch.aten.cat %back, %int1 : !torch.list<vtensor>, !torch.int -> !torch.vtensor<[2,8],f32>
+  %e = torch.aten.exp %hi : !torch.vtensor<[2,4],f32> -> !torch.vtensor<[2,4],f32>
+  return %out, %rot2, %e : !torch.vtensor<[2,8],f32>, !torch.vtensor<[2,8],f32>, !torch.vtensor<[2,4],f32>
+}
