@@ -46,6 +46,11 @@ def _programs(path: str) -> dict:
     return json.load(open(os.path.join(path, "program.json")))["programs"]
 
 
+def _instructions(prog: dict) -> list[dict]:
+    """A program's instructions and those of the kernels it calls (sp-fuse), which run as ATen ops."""
+    return prog["instructions"] + [i for k in prog.get("kernels", {}).values() for i in k["instructions"]]
+
+
 def _head(path: str) -> tuple[int, int]:
     """(vocab, hidden) from the lm_head weight [V, D] (or the tied embedding)."""
     params = json.load(open(os.path.join(path, "params.json")))["parameters"]
@@ -129,7 +134,7 @@ def test_no_whole_mlp_activations(sp, compiled):
     path = compiled(TINY, sp)
     tokens = BATCH * SEQ // sp
     assert _mlp_rows(path, TINY_F) == {"forward": tokens // CHUNKS, "backward": tokens // CHUNKS}
-    silu = [i["shapes"][0] for i in _programs(path)["forward"]["instructions"] if i["op"] == "aten.silu.default"]
+    silu = [i["shapes"][0] for i in _instructions(_programs(path)["forward"]) if i["op"] == "aten.silu.default"]
     assert silu == [[BATCH, SEQ // sp // CHUNKS, TINY_F]] * (2 * CHUNKS), silu     # 2 layers
     saved = [a["shape"] for a in _programs(path)["backward"]["args"] if a["role"] == "saved"]
     assert all(math.prod(s) // TINY_F <= tokens // CHUNKS for s in saved if TINY_F in s), saved
