@@ -12,22 +12,31 @@ def _repeat_kv(x: torch.Tensor, groups: int) -> torch.Tensor:
     return x if groups == 1 else x.repeat_interleave(groups, dim=1)
 
 
-def _window_bias(q: torch.Tensor, k: torch.Tensor, window: int, offset: int) -> torch.Tensor:
+CUDA_BIAS_ALIGN = 16   # the efficient-attention kernel wants the bias rows 16-element aligned
+
+
+def _window_bias(q: torch.Tensor, k: torch.Tensor, window: int, offset: int, align: int = 1) -> torch.Tensor:
     """Additive scores mask of a causal sliding window: query row a (position a + offset) sees key row
-    b iff 0 <= a + offset - b < window. On CUDA padded to a multiple of 16 keys (the efficient kernel's
-    alignment) and sliced back, broadcast over batch and heads."""
+    b iff 0 <= a + offset - b < window; rows padded to `align` keys and sliced back (a view), broadcast
+    over batch and heads. Dense: [rows of q, rows of k] per call."""
     sq, sk = q.shape[2], k.shape[2]
     d = (torch.arange(sq, device=q.device) + offset)[:, None] - torch.arange(sk, device=q.device)[None, :]
-    bias = torch.zeros(sq, -(-sk // 16) * 16 if q.is_cuda else sk, dtype=q.dtype, device=q.device)
-    bias[:, :sk].masked_fill_((d < 0) | (d >= window), float("-inf"))
-    return bias[:, :sk].expand(q.shape[0], q.shape[1], sq, sk)
+    bias = torch.zeros(sq, -(-sk // align) * align, dtype=q.dtype, device=q.device)[:, :sk]
+    bias.masked_fill_((d < 0) | (d >= window), float("-inf"))
+    return bias.expand(q.shape[0], q.shape[1], sq, sk)
+
+
+def _masking(q: torch.Tensor, k: torch.Tensor, causal: bool, window: int, offset: int) -> tuple:
+    """(bias, is_causal) for the SDPA entry points: a window's mask holds its causality."""
+    if not window:
+        return None, causal
+    return _window_bias(q, k, window, offset, CUDA_BIAS_ALIGN if q.is_cuda else 1), False
 
 
 def attention(q, k, v, causal: bool, scale: float, kv_groups: int, window: int = 0, offset: int = 0):
     """window > 0: a causal sliding window (the causality is in the mask), `offset` the position of
     q's first row minus k's (ring attention's blocks)."""
-    bias = _window_bias(q, k, window, offset) if window else None
-    causal = causal and not window
+    bias, causal = _masking(q, k, causal, window, offset)
     if q.is_cuda:
         k, v = _repeat_kv(k, kv_groups), _repeat_kv(v, kv_groups)
         out, lse, *_ = aten._scaled_dot_product_efficient_attention(q, k, v, bias, True, 0.0, causal, scale=scale)
@@ -38,8 +47,7 @@ def attention(q, k, v, causal: bool, scale: float, kv_groups: int, window: int =
 
 def attention_grad(dout, q, k, v, out, lse, causal: bool, scale: float, kv_groups: int, window: int = 0,
                    offset: int = 0):
-    bias = _window_bias(q, k, window, offset) if window else None
-    causal = causal and not window
+    bias, causal = _masking(q, k, causal, window, offset)
     if not q.is_cuda:
         return aten._scaled_dot_product_flash_attention_for_cpu_backward(
             dout, q, k, v, out, lse, 0.0, causal, attn_mask=bias, scale=scale)

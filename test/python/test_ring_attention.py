@@ -40,11 +40,11 @@ def _rank_blocks(p: int, causal: bool, kv_heads: int, order: str, window: int) -
     return [out, lse, *ring_attention.backward(mesh, dout, q, k, v, out, lse, *args)]
 
 
-def _scale(name: str, ref: torch.Tensor, want: list[torch.Tensor]) -> float:
-    """What an error is relative to: the value's largest magnitude, for a gradient the largest of any
-    input's (a window of 1 makes dq and dk exactly zero, and their kernels' results fp32 noise)."""
-    if name in ("dq", "dk", "dv"):
-        return max(g.abs().max().item() for g in want[2:])
+def _scale(name: str, ref: torch.Tensor, grads: list[torch.Tensor], window: int) -> float:
+    """What an error is relative to: the value's own largest magnitude; with a window of 1, where dq and
+    dk are exactly zero and their kernels' results fp32 noise, those two against the largest gradient."""
+    if window == 1 and name in ("dq", "dk"):
+        return max(g.abs().max().item() for g in grads)
     return ref.abs().max().item()
 
 
@@ -63,15 +63,14 @@ def test_ring_matches_one_device(p, causal, kv_heads, order, window):
         got = torch.cat(blocks, 2)
         expect = torch.cat(_blocks(ref.unsqueeze(-1) if ref.dim() == 3 else ref, p, order), 2)
         expect = expect.squeeze(-1) if ref.dim() == 3 else expect
-        err = (got - expect).abs().max().item() / _scale(name, ref, want)
+        err = (got - expect).abs().max().item() / _scale(name, ref, want[2:], window)
         assert err <= 1e-5, f"{name} off by {err:.2e} relative at sp={p} ({order})"
 
 
 @pytest.mark.parametrize("window", [1, 5, 24])
 def test_window_kernel_matches_math(window):
     """The sliding-window kernels against softmax(q k^T + mask) v written out in float64, where query
-    i sees keys j with 0 <= i - j < window, and its gradients by autograd (errors of gradients
-    relative to the largest gradient, as _scale)."""
+    i sees keys j with 0 <= i - j < window, and its gradients by autograd (errors relative as _scale)."""
     q, k, v, dout = _inputs(2)
     out, lse = kernels.attention(q, k, v, True, D ** -0.5, 2, window)
     grads = kernels.attention_grad(dout, q, k, v, out, lse, True, D ** -0.5, 2, window)
@@ -81,5 +80,15 @@ def test_window_kernel_matches_math(window):
     ref = torch.softmax(scores.masked_fill((d < 0) | (d >= window), float("-inf")), -1) @ v64.repeat_interleave(2, 1)
     ref.backward(dout.double())
     for name, got, want in zip(("out", "dq", "dk", "dv"), (out, *grads), (ref, q64.grad, k64.grad, v64.grad)):
-        err = (got.double() - want).abs().max().item() / max(want.abs().max().item(), v64.grad.abs().max().item())
+        err = (got.double() - want).abs().max().item() / _scale(name, want, [q64.grad, k64.grad, v64.grad], window)
         assert err <= 1e-5, f"{name} off by {err:.2e} relative (window {window})"
+
+
+def test_window_bias_aligned_as_cuda_needs():
+    """The CUDA path's bias (built here on CPU with its alignment): each row starts on a 16-element
+    boundary, and it masks exactly as the unaligned one."""
+    q, k, _, _ = _inputs(2)
+    k = k[:, :, :21]   # 21 keys: rows padded to 32
+    plain, aligned = kernels._window_bias(q, k, 5, 3, 1), kernels._window_bias(q, k, 5, 3, kernels.CUDA_BIAS_ALIGN)
+    assert aligned.stride(2) % kernels.CUDA_BIAS_ALIGN == 0 and aligned.shape == plain.shape == (B, H, S, 21)
+    assert torch.equal(aligned, plain)

@@ -161,7 +161,7 @@ def _attention(text: str) -> str:
     """auto, ulysses, ring, hybrid or UxR (checked here, used by the compiler)."""
     from autosp.passes.attention_scheme import mode_error
     if mode_error(text):
-        raise argparse.ArgumentTypeError(mode_error(text).removeprefix(f"attention={text!r} is "))
+        raise argparse.ArgumentTypeError(mode_error(text))
     return text
 
 
