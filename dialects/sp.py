@@ -57,9 +57,10 @@ def _str(op, name: str) -> str | None:
     return ir.StringAttr(a).value if isinstance(a, ir.StringAttr) else None
 
 
-def _arity(op, operands: int, results: int) -> bool:
+def _arity(op, operands: int | tuple[int, ...], results: int) -> bool:
     """Whether the op has the counts the verifier indexes; if not, IRDL reports them after us."""
-    return len(op.operation.operands) == operands and len(op.operation.results) == results
+    counts = operands if isinstance(operands, tuple) else (operands,)
+    return len(op.operation.operands) in counts and len(op.operation.results) == results
 
 
 def _fail(op, msg: str) -> bool:
@@ -105,12 +106,14 @@ class AttentionOp(SP.Operation, name="attention", traits=[Pure]):
     window: ir.IntegerAttr   # i64: each query attends to the `window` positions up to its own; 0: no window
     out: Result[Any]
     lse: Result[Any]
+    # [B, S] i64, each query's position in its document, which it attends no further back than (packed
+    # documents, padding); keyword-only and last, as an optional field must be
+    doc_pos: Operand[Any] | None = None
 
     def verify_invariants(self) -> bool:
-        if not _arity(self, 3, 2):
+        if not _arity(self, (3, 4), 2):
             return True
-        return _verify_attention(self, self.operation.operands[0], self.operation.operands[1],
-                                 self.operation.operands[2])
+        return _verify_attention(self, *self.operation.operands)
 
 
 class AttentionGradOp(SP.Operation, name="attention_grad", traits=[Pure]):
@@ -128,6 +131,9 @@ class AttentionGradOp(SP.Operation, name="attention_grad", traits=[Pure]):
     dq: Result[Any]
     dk: Result[Any]
     dv: Result[Any]
+    # [B, S] i64, each query's position in its document, which it attends no further back than (packed
+    # documents, padding); keyword-only and last, as an optional field must be
+    doc_pos: Operand[Any] | None = None
 
     def verify_invariants(self) -> bool:
         return _verify_attention_grad(self)
@@ -148,12 +154,14 @@ class RingAttentionOp(SP.Operation, name="ring_attention", traits=[Pure]):
     group: ir.StringAttr
     out: Result[Any]
     lse: Result[Any]
+    # [B, S] i64, each query's position in its document, which it attends no further back than (packed
+    # documents, padding); keyword-only and last, as an optional field must be
+    doc_pos: Operand[Any] | None = None
 
     def verify_invariants(self) -> bool:
-        if not _arity(self, 3, 2):
+        if not _arity(self, (3, 4), 2):
             return True
-        ops = self.operation.operands
-        return _check_group(self) and _verify_attention(self, ops[0], ops[1], ops[2])
+        return _check_group(self) and _verify_attention(self, *self.operation.operands)
 
 
 class RingAttentionGradOp(SP.Operation, name="ring_attention_grad", traits=[Pure]):
@@ -173,16 +181,35 @@ class RingAttentionGradOp(SP.Operation, name="ring_attention_grad", traits=[Pure
     dq: Result[Any]
     dk: Result[Any]
     dv: Result[Any]
+    # [B, S] i64, each query's position in its document, which it attends no further back than (packed
+    # documents, padding); keyword-only and last, as an optional field must be
+    doc_pos: Operand[Any] | None = None
 
     def verify_invariants(self) -> bool:
         return _check_group(self) and _verify_attention_grad(self)
 
 
+def _without_segment_sizes(cls: type) -> None:
+    """The builder of an op with an optional operand records operandSegmentSizes; with one optional
+    operand, last, the count says it, so the attribute only clutters the IR: dropped."""
+    build = cls.__init__
+
+    def __init__(self, *args, **kwargs):
+        build(self, *args, **kwargs)
+        if "operandSegmentSizes" in self.operation.attributes:
+            del self.operation.attributes["operandSegmentSizes"]
+    cls.__init__ = __init__
+
+
+for _attention_op in (AttentionOp, AttentionGradOp, RingAttentionOp, RingAttentionGradOp):
+    _without_segment_sizes(_attention_op)
+
+
 def _verify_attention_grad(op) -> bool:
-    if not _arity(op, 6, 3):
+    if not _arity(op, (6, 7), 3):
         return True
     ops = op.operation.operands
-    if not _verify_attention(op, ops[1], ops[2], ops[3]):
+    if not _verify_attention(op, ops[1], ops[2], ops[3], *ops[6:]):
         return False
     for grad, primal in zip(op.operation.results, (ops[1], ops[2], ops[3])):
         gs, ps = vtensor_shape(grad.type), vtensor_shape(primal.type)
@@ -191,7 +218,7 @@ def _verify_attention_grad(op) -> bool:
     return True
 
 
-def _verify_attention(op, q: ir.Value, k: ir.Value, v: ir.Value) -> bool:
+def _verify_attention(op, q: ir.Value, k: ir.Value, v: ir.Value, doc_pos: ir.Value | None = None) -> bool:
     qs, ks, vs = (vtensor_shape(x.type) for x in (q, k, v))
     groups = _int(op, "kv_groups")
     scale = _attr(op, "scale")
@@ -215,6 +242,14 @@ def _verify_attention(op, q: ir.Value, k: ir.Value, v: ir.Value) -> bool:
         return _fail(op, f"{qs[1]} query heads != {ks[1]} key/value heads x kv_groups {groups}")
     if qs[3] != ks[3] or qs[0] != ks[0]:
         return _fail(op, f"query shape {qs} and key shape {ks} disagree on batch or head_dim")
+    if doc_pos is not None:
+        if _flag(op, "causal") is False:
+            return _fail(op, "document positions need causal attention")
+        ds = vtensor_shape(doc_pos.type)
+        if ds is not None and ds != [qs[0], qs[2]]:
+            return _fail(op, f"document positions {ds} must be [batch, seq] of the queries {qs}")
+        if ds is not None and not str(doc_pos.type).endswith(",si64>"):
+            return _fail(op, f"document positions must be si64, got {doc_pos.type}")
     return True
 
 

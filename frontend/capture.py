@@ -19,9 +19,9 @@ from torch._functorch.aot_autograd import aot_export_module
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from autosp.runtime.artifact import ALLOWED_ATEN
+from autosp.runtime.artifact import ALLOWED_ATEN, INPUTS, PACKED_INPUTS
 
-from .attention_op import AttentionCapture, hf_attention
+from .attention_op import DOC_POS, AttentionCapture, hf_attention
 from .errors import CaptureError, CompileError, user_frame, user_source
 
 _MATMULS = {torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.bmm, torch.einsum,
@@ -36,7 +36,7 @@ class CapturedStep:
     buffer_names: list[str]
     buffers: dict[str, torch.Tensor]          # real values of the buffers the graph reads
     grad_of: dict[int, str]                  # graph output index -> parameter name
-    input_names: list[str] = field(default_factory=lambda: ["input_ids", "labels"])
+    input_names: list[str] = field(default_factory=lambda: list(INPUTS))
     requires_grad: dict[str, bool] = field(default_factory=dict)
 
 
@@ -64,9 +64,19 @@ class _TrainStep(nn.Module):
         self.hf = hasattr(model, "config") and hasattr(model, "can_generate")
         self.precision = precision
 
-    def forward(self, input_ids: torch.Tensor, labels: torch.Tensor):
-        with _autocast(self.precision):
-            out = self.m(input_ids=input_ids, labels=labels, use_cache=False) if self.hf else self.m(input_ids, labels)
+    def forward(self, input_ids: torch.Tensor, labels: torch.Tensor, position_ids: torch.Tensor | None = None,
+                doc_pos: torch.Tensor | None = None):
+        token = DOC_POS.set(doc_pos)
+        try:
+            with _autocast(self.precision):
+                if not self.hf:
+                    out = self.m(input_ids, labels)
+                elif position_ids is None:
+                    out = self.m(input_ids=input_ids, labels=labels, use_cache=False)
+                else:
+                    out = self.m(input_ids=input_ids, labels=labels, position_ids=position_ids, use_cache=False)
+        finally:
+            DOC_POS.reset(token)
         loss = getattr(out, "loss", out)
         if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
             raise CompileError("the model must return a scalar loss (or an output with .loss) "
@@ -223,12 +233,19 @@ def _hf_compat(model: nn.Module) -> Iterator[None]:
             c._attn_implementation = "sdpa"
 
 
-def capture_train_step(model: nn.Module, batch: int, seq_len: int, precision: str = "fp32") -> CapturedStep:
+def capture_train_step(model: nn.Module, batch: int, seq_len: int, precision: str = "fp32",
+                       packed: bool = False) -> CapturedStep:
     """The joint forward+backward graph of `loss = model(input_ids, labels)` at [batch, seq_len];
-    precision "bf16" / "fp16": the forward under torch.autocast (parameters stay as they are)."""
+    precision "bf16" / "fp16": the forward under torch.autocast (parameters stay as they are);
+    packed: the step also takes position_ids and document positions (PACKED_INPUTS)."""
     if batch < 1 or seq_len < 2:
         raise CompileError(f"a training step needs batch >= 1 and seq_len >= 2 (the loss predicts each next "
                            f"token), got batch={batch}, seq_len={seq_len}")
+    names = PACKED_INPUTS if packed else INPUTS
+    if packed and not (hasattr(model, "config") and hasattr(model, "can_generate")):
+        raise CompileError("packed documents and attention masks need a Hugging Face causal LM (autosp passes "
+                           "position_ids and keeps attention within each document); this model is called "
+                           "with (input_ids, labels) only")
     named = dict(model.named_parameters(remove_duplicate=False))
     unique = dict(model.named_parameters())
     first = {id(p): n for n, p in unique.items()}
@@ -253,8 +270,7 @@ def capture_train_step(model: nn.Module, batch: int, seq_len: int, precision: st
             swap[n] = swap[first[id(p)]]
     swap.update({n: fake(b) for n, b in buffers.items()})
     with fake_mode:
-        ids = torch.zeros(batch, seq_len, dtype=torch.long)
-        labels = torch.zeros(batch, seq_len, dtype=torch.long)
+        inputs = [torch.zeros(batch, seq_len, dtype=torch.long) for _ in names]
 
     _autocast(precision)   # an unknown precision fails before any tracing
     step = _TrainStep(model, precision)
@@ -265,9 +281,9 @@ def capture_train_step(model: nn.Module, batch: int, seq_len: int, precision: st
                 _hf_compat(model), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             with _StepMode(model, seq_len) as mode, fake_mode, _OpCheck(mode) as check:
-                step(ids, labels)
+                step(*inputs)
             with _StepMode(model, seq_len), torch.fx.traceback.preserve_node_meta():  # seq_nr links bwd to fwd
-                gm, sig = aot_export_module(step, [ids, labels], trace_joint=True, output_loss_index=0)
+                gm, sig = aot_export_module(step, inputs, trace_joint=True, output_loss_index=0)
         _restore_locations(gm, check.log)
     finally:
         model.train(was_training)
@@ -281,4 +297,4 @@ def capture_train_step(model: nn.Module, batch: int, seq_len: int, precision: st
         graph=gm, param_names=pnames,
         param_aliases={n: [a for a in tied[id(named[n])] if a != n] for n in pnames},
         buffer_names=bnames, buffers={n: buffers[n].detach().cpu() for n in bnames}, grad_of=grad_of,
-        requires_grad={n: named[n].requires_grad for n in pnames})
+        requires_grad={n: named[n].requires_grad for n in pnames}, input_names=list(names))

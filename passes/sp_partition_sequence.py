@@ -18,7 +18,7 @@ from typing import ClassVar
 
 from torch_mlir import ir
 
-from autosp.dialects.sp import AllReduceOp, AllToAllOp, AttentionGradOp, AttentionOp, HaloOp, \
+from autosp.dialects.sp import AllGatherOp, AllReduceOp, AllToAllOp, AttentionGradOp, AttentionOp, HaloOp, \
     RingAttentionGradOp, RingAttentionOp, ShardSliceOp
 from .aten_call import ELEMENT_TYPES, meta_shapes
 from .attention_scheme import MODE_HELP, Scheme, bytes_sent, candidates, choose, forced, mode_error
@@ -52,6 +52,7 @@ class Partitioner:
         self.converted: dict[tuple[ir.Value, str], ir.Value] = {}
         self.heads: dict[ir.Value, ir.Value] = {}      # seq-sharded value -> its head-sharded form
         self.kv_repeat: dict[ir.Value, int] = {}        # head-sharded K/V -> times each KV head was repeated
+        self.doc_rows: dict[ir.Value, ir.Value] = {}    # document positions -> those of the local query rows
 
     # ------------------------------------------------------------------ building blocks
     def after_def(self, v: ir.Value) -> ir.InsertionPoint:
@@ -284,6 +285,26 @@ class Partitioner:
             return list(vs)
         return [self.heads_of(op, v, k) for v, k in zip(vs, kv)]
 
+    def doc_pos(self, op, first: int) -> ir.Value | None:
+        """The attention's document positions ([B, S/sp], operand `first` if it has one) for the query rows
+        it holds once the heads are split: gathered over the ulysses group (a ring block is the group's
+        rows in its ranks' order, as the all-to-all gathers q), once per value."""
+        ops = op.operation.operands
+        if len(ops) <= first:
+            return None
+        d, u = ops[first], self.scheme.ulysses
+        if u == 1:
+            return d
+        owner = d.owner
+        if u == self.p and isinstance(owner, (ir.Operation, ir.OpView)) and op_name(owner) == SHARD_SLICE:
+            return owner.operation.operands[0]   # Ulysses over all ranks: the input every rank has whole
+        if d not in self.doc_rows:
+            b, s = shape(d)
+            with self.after_def(d), self.func.location:
+                self.doc_rows[d] = AllGatherOp(d, _i64(1), _str(self.ulysses_group),
+                                               out=with_shape(d.type, [b, s * u])).out
+        return self.doc_rows[d]
+
     def attention_flags(self, op, q_head: ir.Value, kv_head: ir.Value):
         """causal, scale, the query heads per KV head of the local (head-split) q and k, and window."""
         a = op.operation.attributes
@@ -292,17 +313,19 @@ class Partitioner:
         return causal, a["scale"], _i64(shape(q_head)[1] // shape(kv_head)[1]), a["window"]
 
     def on_attention(self, op, lays) -> None:
-        q, k, v = op.operation.operands
+        q, k, v = list(op.operation.operands)[:3]
         qh, kh, vh = self.split_heads(op, q, k, v, kv=(False, True, True))
+        doc_pos = self.doc_pos(op, 3)
         out_t = op.operation.results[0].type
         b, h, s, d = shape(qh)
         with ir.InsertionPoint(op), op.location:
             if self.scheme.ring > 1:
                 new = RingAttentionOp(qh, kh, vh, *self.attention_flags(op, qh, kh), _str(self.ring_group),
-                                      out=with_shape(out_t, [b, h, s, shape(vh)[3]]), lse=vtensor([b, h, s], "f32"))
+                                      out=with_shape(out_t, [b, h, s, shape(vh)[3]]), lse=vtensor([b, h, s], "f32"),
+                                      doc_pos=doc_pos)
             else:
                 new = AttentionOp(qh, kh, vh, *self.attention_flags(op, qh, kh), out=with_shape(out_t, [b, h, s, d]),
-                                  lse=with_shape(op.operation.results[1].type, [b, h, s]))
+                                  lse=with_shape(op.operation.results[1].type, [b, h, s]), doc_pos=doc_pos)
             out = new.out
             if self.scheme.ulysses > 1:
                 out = self.a2a(new.out, scatter=2, gather=1, n=self.scheme.ulysses, group=self.ulysses_group)
@@ -312,17 +335,19 @@ class Partitioner:
         op.operation.erase()
 
     def on_attention_grad(self, op, lays) -> None:
-        dout, q, k, v, out, lse = op.operation.operands
+        dout, q, k, v, out, lse = list(op.operation.operands)[:6]
+        doc_pos = self.doc_pos(op, 6)
         hk = shape(k)[1]
         qh, kh, vh, outh, douth = self.split_heads(op, q, k, v, out, dout, kv=(False, True, True, False, False))
         u = self.scheme.ulysses
         with ir.InsertionPoint(op), op.location:
             if self.scheme.ring > 1:
                 new = RingAttentionGradOp(douth, qh, kh, vh, outh, lse, *self.attention_flags(op, qh, kh),
-                                          _str(self.ring_group), dq=qh.type, dk=kh.type, dv=vh.type)
+                                          _str(self.ring_group), dq=qh.type, dk=kh.type, dv=vh.type,
+                                          doc_pos=doc_pos)
             else:
                 new = AttentionGradOp(douth, qh, kh, vh, outh, lse, *self.attention_flags(op, qh, kh),
-                                      dq=qh.type, dk=kh.type, dv=vh.type)
+                                      dq=qh.type, dk=kh.type, dv=vh.type, doc_pos=doc_pos)
             grads = [new.dq, new.dk, new.dv]
             for i, head in enumerate((qh, kh, vh) if u > 1 else ()):
                 grads[i] = self.a2a(grads[i], scatter=2, gather=1, n=u, group=self.ulysses_group)

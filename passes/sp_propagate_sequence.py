@@ -353,10 +353,14 @@ class Rules:
         for i in range(3):
             if self.get(x[i]) != seq(2):
                 self.fail(op, f"attention operand {i} must be sharded along its sequence dim 2, got {self.get(x[i])}")
-        return [seq(2), Layout("heads", 1)], {}
+        return [seq(2), Layout("heads", 1)], self.doc_pos_demand(x, 3)
 
     def rule_sp_attention_grad(self, op, x, lay):
-        return [seq(2)] * 3, {}
+        return [seq(2)] * 3, self.doc_pos_demand(x, 6)
+
+    def doc_pos_demand(self, x: list[ir.Value], i: int) -> dict[int, Layout]:
+        """Document positions [B, S] sharded as the queries' sequence."""
+        return {i: seq(1)} if len(x) > i and self.get(x[i]) != seq(1) else {}
 
 
 def demands_attr(demands: dict[int, Layout]) -> ir.DictAttr:

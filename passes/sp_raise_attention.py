@@ -1,5 +1,6 @@
 """sp-raise-attention: the captured attention ops become device-neutral `sp.attention` /
-`sp.attention_grad`, with grouped-query attention made explicit as `kv_groups`."""
+`sp.attention_grad`, with grouped-query attention made explicit as `kv_groups` and the document
+positions of packed documents, when the step has them, as the last operand."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -29,6 +30,13 @@ def _flags(op, causal: ir.Value, scale: ir.Value, window: ir.Value, q: ir.Value,
             ir.IntegerAttr.get(i64, hq // hk), ir.IntegerAttr.get(i64, int(w)))
 
 
+def _doc_pos(rest: list[ir.Value]) -> ir.Value | None:
+    """The document positions operand, absent or None when the attention has none."""
+    if not rest or str(rest[0].type) == "!torch.none":
+        return None
+    return rest[0]
+
+
 @dataclass
 class RaiseAttention(Pass):
     """raise captured attention fwd/bwd to sp.attention / sp.attention_grad"""
@@ -41,13 +49,15 @@ class RaiseAttention(Pass):
                 continue
             x = list(op.operation.operands)
             types = [r.type for r in op.operation.results]
+            first_flag = 3 if name == FORWARD else 6
+            doc_pos = _doc_pos(x[first_flag + 3:])
             with ir.InsertionPoint(op), op.location:
                 if name == FORWARD:
                     new = AttentionOp(x[0], x[1], x[2], *_flags(op, x[3], x[4], x[5], x[0], x[1]),
-                                      out=types[0], lse=types[1])
+                                      out=types[0], lse=types[1], doc_pos=doc_pos)
                 else:
                     new = AttentionGradOp(*x[:6], *_flags(op, x[6], x[7], x[8], x[1], x[2]),
-                                          dq=types[0], dk=types[1], dv=types[2])
+                                          dq=types[0], dk=types[1], dv=types[2], doc_pos=doc_pos)
             for old, repl in zip(op.operation.results, new.operation.results):
                 old.replace_all_uses_with(repl)
             op.operation.erase()

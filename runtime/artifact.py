@@ -22,7 +22,13 @@ from dataclasses import dataclass
 
 import torch
 
-FORMAT_VERSION = 2   # 2: sliding-window attention, kernels (sp.kernel); a version-1 runtime refuses both
+# 2: sliding-window attention, kernels (sp.kernel); 3: packed documents (the step's inputs PACKED_INPUTS,
+# attention's document positions); an older runtime refuses the newer format by its version
+FORMAT_VERSION = 3
+INPUTS = ("input_ids", "labels")   # the step's token inputs, [batch, seq] each
+# with packed documents also the model's position_ids and each token's position in its document, which
+# attention reads (runtime/documents.py derives it from position_ids and a padding mask)
+PACKED_INPUTS = (*INPUTS, "position_ids", "doc_pos")
 LAYOUT = "autosp-dir-v1"
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
           "float64": torch.float64, "int64": torch.int64, "int32": torch.int32, "int16": torch.int16,

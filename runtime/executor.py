@@ -98,7 +98,8 @@ class Program:
         if op in ("sp.attention", "sp.attention_grad"):
             kernel = "attention" if op == "sp.attention" else "attention_grad"   # looked up at each call
             flags = attrs["causal"], attrs["scale"], attrs["kv_groups"], attrs.get("window", 0)
-            return lambda *x: getattr(kernels, kernel)(*x, *flags)
+            n = 3 if op == "sp.attention" else 6   # then the optional document positions
+            return lambda *x: getattr(kernels, kernel)(*x[:n], *flags, doc_pos=x[n] if len(x) > n else None)
         if op in COLLECTIVES:
             collective = COLLECTIVES[op]
             return lambda *x: collective(mesh, attrs, *x)

@@ -11,8 +11,9 @@ import warnings
 import torch
 import torch.nn as nn
 
-from .artifact import DTYPES, Artifact, ArtifactError, read
+from .artifact import DTYPES, PACKED_INPUTS, Artifact, ArtifactError, read
 from .collectives import DEFAULT_TIMEOUT_S, Mesh
+from .documents import step_inputs
 from .executor import Program
 from .gpu_kernels import GpuObjects
 from .memory import LiveBytes, resident_bytes
@@ -22,8 +23,8 @@ IGNORE_INDEX = -100   # cross_entropy's default ignore_index, which the captured
 
 class _Step(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, module: "CompiledModule", input_ids, labels, *params):
-        args = module.arguments(params, input_ids, labels)
+    def forward(ctx, module: "CompiledModule", inputs: list[torch.Tensor], *params):
+        args = module.arguments(params, inputs)
         memory = module._start_measuring(params) if module.measure_memory else None
         loss, *saved = module.forward_program.run(list(args), memory)
         ctx.module, ctx.inputs, ctx.memory = module, args + saved, memory
@@ -40,7 +41,7 @@ class _Step(torch.autograd.Function):
         # the programs' gradients are of the loss itself: scale by the incoming gradient (exact,
         # linear), in place: they are the program's own fresh tensors
         grads = [by_name[n].mul_(grad_loss) if n in by_name else None for n in module._param_names]
-        return (None, None, None, *grads)
+        return (None, None, *grads)
 
 
 class CompiledModule(nn.Module):
@@ -58,6 +59,8 @@ class CompiledModule(nn.Module):
         self._buffer_names = [a["name"] for a in fwd["args"] if a["role"] == "buffer"]
         self._grad_names = [r.split(":", 1)[1] for r in bwd["results"]]
         self.input_shape = next(a["shape"] for a in fwd["args"] if a["role"] == "input")
+        # packed documents: the step also takes position_ids and document positions (documents.py)
+        self.packed = [a["name"] for a in fwd["args"] if a["role"] == "input"] == list(PACKED_INPUTS)
         # measure_memory: track the live bytes of every step; peak_bytes is the last step's high-water
         # mark (parameters, buffers, .grad, inputs, saved values and every program value; on a GPU
         # torch.cuda.max_memory_allocated)
@@ -100,21 +103,33 @@ class CompiledModule(nn.Module):
         else:
             mod.register_buffer(leaf, value, persistent=False)
 
-    def arguments(self, params, input_ids, labels) -> list[torch.Tensor]:
+    def arguments(self, params, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
         buffers = [self.get_buffer(n) for n in self._buffer_names]
-        return [*params, *buffers, input_ids, labels]
+        return [*params, *buffers, *inputs]
 
-    def forward(self, input_ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, labels: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                position_ids: torch.Tensor | None = None, cu_seqlens: torch.Tensor | None = None) -> torch.Tensor:
+        """The loss of one step. With packed documents (compile(packed=True)): attention_mask (1 token,
+        0 padding, right or left), position_ids restarting per document, or cu_seqlens (documents.py)."""
         if list(input_ids.shape) != self.input_shape or list(labels.shape) != self.input_shape:
             raise ValueError(f"compiled for input_ids and labels of shape {self.input_shape}, got "
                              f"{list(input_ids.shape)} and {list(labels.shape)}")
+        given = [n for n, x in (("attention_mask", attention_mask), ("position_ids", position_ids),
+                                ("cu_seqlens", cu_seqlens)) if x is not None]
+        if given and not self.packed:
+            raise ValueError(f"{', '.join(given)}: this step was compiled without packed documents; compile with "
+                             "packed=True (autospc compile --packed) to pass padding masks or packed documents")
         if not self._warned_no_tokens and labels.device.type == "cpu" and bool((labels == IGNORE_INDEX).all()):
             self._warned_no_tokens = True
             warnings.warn(f"every label is {IGNORE_INDEX} (ignore_index): the loss is a mean over zero tokens, NaN, "
                           "as eager PyTorch's cross_entropy gives (and zero gradients)", RuntimeWarning, stacklevel=2)
         params = [self.get_parameter(n) for n in self._param_names]
-        self.forward_program.device = self.backward_program.device = params[0].device
-        return _Step.apply(self, input_ids.to(params[0].device), labels.to(params[0].device), *params)
+        device = params[0].device
+        self.forward_program.device = self.backward_program.device = device
+        input_ids, labels = input_ids.to(device), labels.to(device)
+        inputs = step_inputs(input_ids, labels, attention_mask, position_ids, cu_seqlens) if self.packed else \
+            [input_ids, labels]
+        return _Step.apply(self, inputs, *params)
 
 
     def rng_state(self) -> dict[str, torch.Tensor]:

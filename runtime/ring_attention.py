@@ -12,7 +12,10 @@ only by this rank's late chunk, and the rank's own block is the causal diagonal 
 The backward calls the same attention backward per block with the merged `out` and `lse`: that
 gives each block's exact share of dq, dk and dv (the softmax of a row is normalized by its global
 statistics). dk / dv accumulate in fp32 as they follow their K/V block around the ring, and the last
-hop hands them to the rank that holds the block."""
+hop hands them to the rank that holds the block.
+
+Packed documents (doc_pos, each query's position in its document) mask each block by its rows'
+sequence positions; a query row that sees nothing of a block adds nothing to the merge."""
 from __future__ import annotations
 
 import torch
@@ -51,8 +54,29 @@ def _rows(x: torch.Tensor, r: slice) -> torch.Tensor:
     return x[:, :, r]
 
 
-def forward(mesh, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float,
-            kv_groups: int, group: str, window: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+def _positions(mesh, group: str, rows: int, j: int, device: torch.device) -> torch.Tensor:
+    """The sequence positions of block j's rows (in the ring's order)."""
+    n = mesh.size(group)
+    if not mesh.zigzag(group):
+        return torch.arange(rows, device=device) + j * rows
+    half = rows // 2
+    return torch.cat([torch.arange(half, device=device) + j * half,
+                      torch.arange(half, device=device) + (2 * n - 1 - j) * half])
+
+
+def _documents(mesh, group: str, doc_pos: torch.Tensor | None, qs: slice, ks: slice, j: int,
+               rows: int) -> dict:
+    """The kernels' document arguments for this rank's query rows qs against block j's key rows ks."""
+    if doc_pos is None:
+        return {}
+    dev = doc_pos.device
+    return {"doc_pos": doc_pos[:, qs], "positions": (_positions(mesh, group, rows, mesh.index(group), dev)[qs],
+                                                     _positions(mesh, group, rows, j, dev)[ks])}
+
+
+def forward(mesh, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, doc_pos: torch.Tensor | None = None, *,
+            causal: bool, scale: float, kv_groups: int, group: str,
+            window: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     n, i = mesh.size(group), mesh.index(group)
     rows = q.shape[2]
     hops = ring_hops(n, rows, causal, window)
@@ -65,7 +89,7 @@ def forward(mesh, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: boo
         if part is not None:
             qs, ks, diagonal, offset = part
             o, s = kernels.attention(_rows(q, qs), _rows(kv[0], ks), _rows(kv[1], ks), diagonal, scale, kv_groups,
-                                     window, offset)
+                                     window, offset, **_documents(mesh, group, doc_pos, qs, ks, j, rows))
             o, s = o.float(), s[..., :o.shape[2]].float()
             if out is None:
                 out, lse = o, s
@@ -81,7 +105,7 @@ def forward(mesh, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: boo
 
 
 def backward(mesh, dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
-             lse: torch.Tensor, causal: bool, scale: float, kv_groups: int,
+             lse: torch.Tensor, doc_pos: torch.Tensor | None = None, *, causal: bool, scale: float, kv_groups: int,
              group: str, window: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     n, i = mesh.size(group), mesh.index(group)
     rows = q.shape[2]
@@ -98,7 +122,8 @@ def backward(mesh, dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torc
             qs, ks, diagonal, offset = part
             bq, bk, bv = kernels.attention_grad(
                 _rows(dout, qs), _rows(q, qs), _rows(kv[0], ks), _rows(kv[1], ks), _rows(out, qs),
-                _backend_lse(lse[..., qs], q), diagonal, scale, kv_groups, window, offset)
+                _backend_lse(lse[..., qs], q), diagonal, scale, kv_groups, window, offset,
+                **_documents(mesh, group, doc_pos, qs, ks, j, rows))
             dq[:, :, qs] += bq
             dkv[0][:, :, ks] += bk
             dkv[1][:, :, ks] += bv

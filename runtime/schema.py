@@ -19,7 +19,8 @@ import posixpath
 import re
 from typing import Any, Callable, Union
 
-from .artifact import ALLOWED_ATEN, DTYPES, FORMAT_VERSION, KERNEL, LAYOUT, POINTER_TYPES, SP_OPS, ArtifactError
+from .artifact import ALLOWED_ATEN, DTYPES, FORMAT_VERSION, INPUTS, KERNEL, LAYOUT, PACKED_INPUTS, POINTER_TYPES, SP_OPS, \
+    ArtifactError
 
 MAX_INT = 2 ** 63 - 1
 MAX_DIM = 2 ** 40            # one tensor dimension
@@ -261,22 +262,23 @@ PLAN_FILE = Obj({}, {"remat": Str(), "memory": Map(Num()), "timeline": Map(List(
 _ATTENTION = {"causal": Bool, "scale": Num(0), "kv_groups": Int(1, 1 << 16)}
 _WINDOW = {"window": Int(0, MAX_DIM)}   # format version 1 has none
 
-# the sp ops: (operands, results or None for any number), attributes
-SP_SIGNATURES: dict[str, tuple[int | None, int | None, Check | None]] = {
+# the sp ops: (operand counts or None for any number, results or None for any number), attributes;
+# attention's last operand, the document positions, is optional (format version 3)
+SP_SIGNATURES: dict[str, tuple[tuple[int, ...] | None, int | None, Check | None]] = {
     KERNEL: (None, None, Obj({"name": Str(max_len=128, pattern=_COMPONENT)})),   # the kernel's own signature
-    "sp.attention": (3, 2, Obj(_ATTENTION, _WINDOW)),
-    "sp.attention_grad": (6, 3, Obj(_ATTENTION, _WINDOW)),
-    "sp.ring_attention": (3, 2, Obj({**_ATTENTION, "group": Str(choices=GROUPS)}, _WINDOW)),
-    "sp.ring_attention_grad": (6, 3, Obj({**_ATTENTION, "group": Str(choices=GROUPS)}, _WINDOW)),
-    "sp.all_to_all": (1, 1, Obj({"scatter_dim": Int(-16, 15), "gather_dim": Int(-16, 15),
+    "sp.attention": ((3, 4), 2, Obj(_ATTENTION, _WINDOW)),
+    "sp.attention_grad": ((6, 7), 3, Obj(_ATTENTION, _WINDOW)),
+    "sp.ring_attention": ((3, 4), 2, Obj({**_ATTENTION, "group": Str(choices=GROUPS)}, _WINDOW)),
+    "sp.ring_attention_grad": ((6, 7), 3, Obj({**_ATTENTION, "group": Str(choices=GROUPS)}, _WINDOW)),
+    "sp.all_to_all": ((1,), 1, Obj({"scatter_dim": Int(-16, 15), "gather_dim": Int(-16, 15),
                                  "group": Str(choices=GROUPS)})),
-    "sp.all_reduce": (1, 1, Obj({"op": Str(choices=("sum", "max", "avg")), "group": Str(choices=GROUPS)})),
-    "sp.all_gather": (1, 1, Obj({"dim": Int(-16, 15), "group": Str(choices=GROUPS)})),
-    "sp.reduce_scatter": (1, 1, Obj({"dim": Int(-16, 15), "group": Str(choices=GROUPS)})),
-    "sp.shard_slice": (1, 1, Obj({"dim": Int(-16, 15), "group": Str(choices=GROUPS)})),
-    "sp.halo": (1, 1, Obj({"dim": Int(-16, 15), "width": Int(0, MAX_DIM), "fill": Num(),
+    "sp.all_reduce": ((1,), 1, Obj({"op": Str(choices=("sum", "max", "avg")), "group": Str(choices=GROUPS)})),
+    "sp.all_gather": ((1,), 1, Obj({"dim": Int(-16, 15), "group": Str(choices=GROUPS)})),
+    "sp.reduce_scatter": ((1,), 1, Obj({"dim": Int(-16, 15), "group": Str(choices=GROUPS)})),
+    "sp.shard_slice": ((1,), 1, Obj({"dim": Int(-16, 15), "group": Str(choices=GROUPS)})),
+    "sp.halo": ((1,), 1, Obj({"dim": Int(-16, 15), "width": Int(0, MAX_DIM), "fill": Num(),
                            "group": Str(choices=GROUPS)})),
-    "prim.unpack": (1, None, None),
+    "prim.unpack": ((1,), None, None),
 }
 assert set(SP_SIGNATURES) == SP_OPS
 
@@ -339,9 +341,10 @@ def _instruction(inst: dict, where: Where) -> None:
         n_args, n_res, attrs = SP_SIGNATURES[op]
         if "kwargs" in inst:
             fail(at(where, "kwargs"), f"{op} takes no keyword operands")
-        if (n_args is not None and len(inst["args"]) != n_args) or (n_res is not None and n_out != n_res):
-            fail(where, f"{op} takes {n_args} operands and gives {n_res if n_res is not None else 'any number of'} "
-                        f"results, the instruction has {len(inst['args'])} and {n_out}")
+        if (n_args is not None and len(inst["args"]) not in n_args) or (n_res is not None and n_out != n_res):
+            fail(where, f"{op} takes {' or '.join(map(str, n_args or ['any number of']))} operands and gives "
+                        f"{n_res if n_res is not None else 'any number of'} results, the instruction has "
+                        f"{len(inst['args'])} and {n_out}")
         if attrs is not None:
             attrs(inst.get("attrs"), at(where, "attrs"))
         elif inst.get("attrs"):
@@ -449,14 +452,14 @@ def programs(prog: dict, params: dict, man: dict, root: str) -> None:
     fwd, bwd = prog["programs"]["forward"], prog["programs"]["backward"]
     roles = [a["role"] for a in fwd["args"]]
     order = sorted(roles, key=("param", "buffer", "input", "saved").index)
-    if roles != order or "saved" in roles or [a["name"] for a in fwd["args"] if a["role"] == "input"] != \
-            ["input_ids", "labels"]:
+    if roles != order or "saved" in roles or [a["name"] for a in fwd["args"] if a["role"] == "input"] not in \
+            (list(INPUTS), list(PACKED_INPUTS)):
         fail(at(P, "programs.forward.args"), "must be the parameters, then the buffers, then the inputs "
-                                                    "input_ids and labels")
+                                             f"{' and '.join(INPUTS)} (or {', '.join(PACKED_INPUTS)})")
     inputs = [a for a in fwd["args"] if a["role"] == "input"]
-    if len(inputs[0]["shape"]) != 2 or inputs[0]["shape"] != inputs[1]["shape"]:
-        fail(at(P, "programs.forward.args"), f"input_ids {inputs[0]['shape']} and labels {inputs[1]['shape']} "
-                                                    "must be one [batch, seq] shape")
+    if len(inputs[0]["shape"]) != 2 or any(a["shape"] != inputs[0]["shape"] for a in inputs):
+        fail(at(P, "programs.forward.args"), f"the inputs {', '.join(show(a['shape']) for a in inputs)} "
+                                             "must be one [batch, seq] shape")
     names = [a["name"] for a in fwd["args"]]
     if len(set(names)) != len(names):
         fail(at(P, "programs.forward.args"), "names an argument twice")

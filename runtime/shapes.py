@@ -101,6 +101,16 @@ def _attention(q, k, v, kv_groups: int) -> None:
         raise ShapeError(f"q, k and v are {q.dtype}, {k.dtype} and {v.dtype}, one floating-point dtype is needed")
 
 
+def _documents(q, rest: list) -> None:
+    """The optional document positions: [batch, seq] int64 of q's rows."""
+    if not rest:
+        return
+    d, = _tensors(rest, ("doc_pos",), 2)
+    if list(d.shape) != [q.shape[0], q.shape[2]] or d.dtype != torch.int64:
+        raise ShapeError(f"doc_pos is {list(d.shape)} {d.dtype}, q {list(q.shape)} needs [{q.shape[0]}, "
+                         f"{q.shape[2]}] torch.int64")
+
+
 def sp(op: str, attrs: dict, xs: list, mesh: Mesh) -> list[Spec]:
     """The results of an sp op for operands xs, or ShapeError naming what does not fit."""
     if op == "prim.unpack":
@@ -108,15 +118,17 @@ def sp(op: str, attrs: dict, xs: list, mesh: Mesh) -> list[Spec]:
             raise ShapeError(f"operand is {type(xs[0]).__name__}, not a list")
         return [(list(t.shape), t.dtype) if isinstance(t, torch.Tensor) else None for t in xs[0]]
     if op in ("sp.attention", "sp.ring_attention"):
-        q, k, v = _tensors(xs, ("q", "k", "v"), 4)
+        q, k, v = _tensors(xs, ("q", "k", "v"), 4)[:3]
         _attention(q, k, v, attrs["kv_groups"])
+        _documents(q, xs[3:])
         # ring attention merges the blocks' statistics itself: exact, fp32
         lse = BACKEND if op == "sp.attention" else (list(q.shape[:3]), torch.float32)
         return [([*q.shape[:3], v.shape[3]], q.dtype), lse]
     if op in ("sp.attention_grad", "sp.ring_attention_grad"):
-        dout, q, k, v, out, lse = _tensors(xs, ("dout", "q", "k", "v", "out", "state"))
+        dout, q, k, v, out, lse = _tensors(xs, ("dout", "q", "k", "v", "out", "state"))[:6]
         _tensors(xs[:5], ("dout", "q", "k", "v", "out"), 4)
         _attention(q, k, v, attrs["kv_groups"])
+        _documents(q, xs[6:])
         want = [*q.shape[:3], v.shape[3]]
         for name, t in (("dout", dout), ("out", out)):
             if list(t.shape) != want or t.dtype != q.dtype:

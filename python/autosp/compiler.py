@@ -67,6 +67,7 @@ class Compilation:
     remat: str
     precision: str = "fp32"
     keep_ir: bool = False
+    packed: bool = False                # the step takes position_ids and document positions
     step: Any = None                    # the CapturedStep, set by capture
     context: Any = None                 # the MLIR context of import, sp and host
     ir: dict[str, str] = field(default_factory=dict)      # ir/<n>-<stage>.<ext> -> text (keep_ir)
@@ -98,7 +99,7 @@ def _reproduce(stage: str, ir_text: str, flags: str) -> str:
 
 
 def capture(model: nn.Module, c: Compilation):
-    c.step = capture_train_step(model, c.batch, c.seq_len, c.precision)
+    c.step = capture_train_step(model, c.batch, c.seq_len, c.precision, c.packed)
     return c.step
 
 
@@ -230,7 +231,8 @@ def padded_length(model: nn.Module, seq_len: int, sp: int) -> int:
 def compile(model: nn.Module, example_inputs: tuple[torch.Tensor, torch.Tensor], sp: int = 1, dp: int = 1,
             remat: str = "sac", memory_budget: int | str | None = None, pipeline: str | None = None,
             tile: int | str | None = "auto", model_name: str | None = None, precision: str = "fp32",
-            keep_ir: bool = False, attention: str = "auto", targets: tuple[str, ...] | list[str] = ()) -> CompiledArtifact:
+            keep_ir: bool = False, attention: str = "auto", targets: tuple[str, ...] | list[str] = (),
+            packed: bool = False) -> CompiledArtifact:
     """Compile one training step of `model` for sp-way sequence parallelism (x dp data parallel).
 
     example_inputs = (input_ids, labels), both [batch, seq]; only their shapes are used, and the model
@@ -254,7 +256,10 @@ def compile(model: nn.Module, example_inputs: tuple[torch.Tensor, torch.Tensor],
     must divide the heads), "ring" (each rank keeps its block of the sequence and the K/V blocks
     travel around the ranks, at KV-head width: any sp for any head count), "hybrid" (ulysses over u
     ranks x ring over r, u x r = sp), or "auto" (default): the scheme that sends the fewest bytes
-    (passes/attention_scheme.py)."""
+    (passes/attention_scheme.py).
+    packed: the compiled module also takes position_ids that restart per document (packed rows, or
+    cu_seqlens) and an attention_mask (padding): attention stays within each document and padded
+    tokens count for nothing (a Hugging Face causal LM; runtime/documents.py)."""
     from autosp.passes import expand
 
     input_ids, labels = example_inputs
@@ -268,10 +273,11 @@ def compile(model: nn.Module, example_inputs: tuple[torch.Tensor, torch.Tensor],
     unknown = [t for t in targets if t not in TARGETS]
     if unknown:
         raise CompileError(f"unknown target {unknown[0]!r} (targets: {', '.join(TARGETS)})")
-    c = Compilation(batch, captured, pipeline or named.text(), remat, precision, keep_ir, targets=tuple(targets))
+    c = Compilation(batch, captured, pipeline or named.text(), remat, precision, keep_ir, packed=packed,
+                    targets=tuple(targets))
     art = run_stages(model, c)
     art.meta = {"compiler": f"autosp {__version__}", "model": model_name or type(model).__name__, **art.meta,
-                "remat": remat, "attention": attention, "precision": precision, "batch": batch, "seq_len": seq_len,
+                "remat": remat, "attention": attention, "precision": precision, "packed": packed, "batch": batch, "seq_len": seq_len,
                 **({"padded_seq_len": captured} if captured != seq_len else {}), "targets": ["host", *targets],
                 "stages": [name for name, *_ in STAGES], "pipeline": c.pipeline,
                 "passes": [element for element, _ in expand(c.pipeline)]}

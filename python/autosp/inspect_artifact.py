@@ -181,7 +181,9 @@ def report(art: Artifact) -> str:
              f"model        {man.get('model')}   ({man['parameters']:,} parameters)",
              f"mesh         sp={prog['mesh']['sp']} x dp={prog['mesh']['dp']}   "
              f"step input [{man['batch']}, {man['seq_len']}] tokens"
-             + (f" (padded to {man['padded_seq_len']} inside the step)" if "padded_seq_len" in man else ""),
+             + (f" (padded to {man['padded_seq_len']} inside the step)" if "padded_seq_len" in man else "")
+             + ("; packed documents (position_ids or cu_seqlens) and right padding (attention_mask)"
+                if man.get("packed") else ""),
              f"format       v{man['format_version']}  {man.get('compiler')}  targets: {', '.join(man.get('targets', []))}",
              "stages       " + " -> ".join(f"sp({', '.join(man.get('passes', []))})" if s == "sp" else s
                                        for s in man.get("stages", [])),

@@ -31,9 +31,29 @@ def batch_for(spec_vocab: int, shape: list[int], seed: int, ignore_every: int = 
     return ids, labels
 
 
-def eager_loss(model, ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """The loss of the unmodified model, called as autosp's capture calls it."""
-    out = model(input_ids=ids, labels=labels, use_cache=False) if hasattr(model, "can_generate") \
+def documents_for(shape: list[int], seed: int, padding: bool) -> dict[str, torch.Tensor]:
+    """For a step with packed documents: padding (a mask, right padding of random lengths), or packed
+    documents (position_ids restarting at 3 random cuts
+    per row, so documents span the ranks' shards)."""
+    b, s = shape
+    g = torch.Generator().manual_seed(seed)
+    if padding:
+        mask = torch.ones(b, s, dtype=torch.long)
+        for r in range(b):
+            n = int(torch.randint(1, max(2, s // 2), (), generator=g))
+            mask[r, s - n:] = 0
+        return {"attention_mask": mask}
+    pos = torch.arange(s).repeat(b, 1)
+    for r in range(b):
+        for cut in sorted((torch.randperm(s - 1, generator=g)[:3] + 1).tolist()):
+            pos[r, cut:] -= pos[r, cut].item()
+    return {"position_ids": pos}
+
+
+def eager_loss(model, ids: torch.Tensor, labels: torch.Tensor, **documents: torch.Tensor) -> torch.Tensor:
+    """The loss of the unmodified model, called as autosp's capture calls it (documents:
+    attention_mask or position_ids, for Hugging Face models)."""
+    out = model(input_ids=ids, labels=labels, use_cache=False, **documents) if hasattr(model, "can_generate") \
         else model(ids, labels)
     return getattr(out, "loss", out)
 
@@ -42,8 +62,8 @@ def _eager_step(model, batches, dp: int) -> list[torch.Tensor]:
     """Eager DDP semantics: each replica's mean loss, gradients averaged over the replicas."""
     model.zero_grad()
     losses = []
-    for ids, labels in batches:
-        loss = eager_loss(model, ids, labels)
+    for ids, labels, documents in batches:
+        loss = eager_loss(model, ids, labels, **documents)
         (loss / dp).backward()
         losses.append(loss.detach())
     return losses
@@ -62,19 +82,25 @@ def run_rank(artifact: str, spec: str, seed: int = 0, steps: int = 1, lr: float 
     m.load_state_dict(ref.state_dict())
     dp_index, dp = m.mesh.index("dp"), m.mesh.dp
     vocab = vocab_size(ref)
-    batches = [batch_for(vocab, m.input_shape, seed + 1000 * d, ignore_every=7) for d in range(dp)]
+    batches = [(*batch_for(vocab, m.input_shape, seed + 1000 * d, ignore_every=7), {}) for d in range(dp)]
     opt = torch.optim.AdamW(m.parameters(), lr=lr)
     ref_opt = torch.optim.AdamW(ref.parameters(), lr=lr)
     probe_params = dict(probe.named_parameters(remove_duplicate=False))
     worst: dict[str, float] = {}
     loss_err = 0.0
     for step in range(steps):
+        if m.packed:   # packed documents and padding, one step each in turn
+            batches = [(ids, labels, documents_for(m.input_shape, seed + step, padding=step % 2 == 1))
+                       for ids, labels, _ in batches]
+            if "attention_mask" in batches[0][2]:   # what a data collator gives: padding's labels ignored
+                batches = [(ids, labels.masked_fill(docs["attention_mask"] == 0, -100), docs)
+                           for ids, labels, docs in batches]
         eager = _eager_step(ref, batches, dp)[dp_index].item()
         probe.load_state_dict(m.state_dict())
         _eager_step(probe, batches, dp)
         m.zero_grad()
-        ids, labels = batches[dp_index]
-        got = m(ids, labels)
+        ids, labels, documents = batches[dp_index]
+        got = m(ids, labels, **documents)
         got.backward()
         loss_err = max(loss_err, abs(got.item() - eager) / max(abs(eager), 1e-12))
         for name, p in m.named_parameters():

@@ -48,13 +48,13 @@ func.func @grad_result_count(%q: !torch.vtensor<[2,4,8,16],f32>, %l: !torch.vten
 // -----
 // The verifiers read operands by index: a wrong count must reach IRDL's diagnostic, not crash.
 func.func @attention_two_operands(%q: !torch.vtensor<[2,4,8,16],f32>) -> !torch.vtensor<[2,4,8,16],f32> {
-  // CHECK: {{.*}}sp-dialect-invalid.mlir:[[# @LINE + 1]]:12: error: op expects exactly 3 operands, but got 2
+  // CHECK: {{.*}}sp-dialect-invalid.mlir:[[# @LINE + 1]]:12: error: op expects at least 3 operands, but got 2
   %o, %l = "sp.attention"(%q, %q) {causal = true, scale = 0.25 : f64, kv_groups = 1 : i64, window = 0 : i64} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>)
   return %o : !torch.vtensor<[2,4,8,16],f32>
 }
 // -----
 func.func @attention_grad_three_operands(%q: !torch.vtensor<[2,4,8,16],f32>) {
-  // CHECK: {{.*}}sp-dialect-invalid.mlir:[[# @LINE + 1]]:10: error: op expects exactly 6 operands, but got 3
+  // CHECK: {{.*}}sp-dialect-invalid.mlir:[[# @LINE + 1]]:10: error: op expects at least 6 operands, but got 3
   %a:3 = "sp.attention_grad"(%q, %q, %q) {causal = true, scale = 0.25 : f64, kv_groups = 1 : i64, window = 0 : i64} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>)
   return
 }
@@ -219,6 +219,27 @@ func.func @window_not_causal(%q: !torch.vtensor<[2,4,8,16],f32>) -> !torch.vtens
   // CHECK: {{.*}}sp-dialect-invalid.mlir:[[# @LINE + 1]]:12: error: 'sp.ring_attention' op a window (4) needs causal attention
   %o, %l = "sp.ring_attention"(%q, %q, %q) {causal = false, scale = 0.25 : f64, kv_groups = 1 : i64, window = 4 : i64, group = "sp"} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>)
   return %o : !torch.vtensor<[2,4,8,16],f32>
+}
+
+// -----
+func.func @documents_not_causal(%q: !torch.vtensor<[2,4,8,16],f32>, %d: !torch.vtensor<[2,8],si64>) -> !torch.vtensor<[2,4,8,16],f32> {
+  // CHECK: {{.*}}sp-dialect-invalid.mlir:[[# @LINE + 1]]:12: error: 'sp.attention' op document positions need causal attention
+  %o, %l = "sp.attention"(%q, %q, %q, %d) {causal = false, scale = 0.25 : f64, kv_groups = 1 : i64, window = 0 : i64} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,8],si64>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>)
+  return %o : !torch.vtensor<[2,4,8,16],f32>
+}
+
+// -----
+func.func @documents_shape(%q: !torch.vtensor<[2,4,8,16],f32>, %d: !torch.vtensor<[2,4],si64>) -> !torch.vtensor<[2,4,8,16],f32> {
+  // CHECK: {{.*}}sp-dialect-invalid.mlir:[[# @LINE + 1]]:12: error: 'sp.ring_attention' op document positions [2, 4] must be [batch, seq] of the queries [2, 4, 8, 16]
+  %o, %l = "sp.ring_attention"(%q, %q, %q, %d) {causal = true, scale = 0.25 : f64, kv_groups = 1 : i64, window = 0 : i64, group = "sp"} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4],si64>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>)
+  return %o : !torch.vtensor<[2,4,8,16],f32>
+}
+
+// -----
+func.func @documents_dtype(%q: !torch.vtensor<[2,4,8,16],f32>, %l: !torch.vtensor<[2,4,8],f32>, %d: !torch.vtensor<[2,8],f32>) {
+  // CHECK: {{.*}}sp-dialect-invalid.mlir:[[# @LINE + 1]]:10: error: 'sp.attention_grad' op document positions must be si64, got !torch.vtensor<[2,8],f32>
+  %g:3 = "sp.attention_grad"(%q, %q, %q, %q, %q, %l, %d) {causal = true, scale = 0.25 : f64, kv_groups = 1 : i64, window = 0 : i64} : (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8],f32>, !torch.vtensor<[2,8],f32>) -> (!torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>, !torch.vtensor<[2,4,8,16],f32>)
+  return
 }
 
 // -----

@@ -117,6 +117,50 @@ func.func @attention(%emb: !torch.vtensor<[32,16],f32>, %wk: !torch.vtensor<[16,
   return %s : !torch.vtensor<[],f32>
 }
 // -----
+// Packed documents: each query's position in its document goes with the query rows. Ulysses over
+// all ranks reads the whole input (each rank attends the whole sequence of its heads); the ring
+// keeps this rank's rows, which its sequence shard holds; hybrid gathers them over its ulysses group.
+// CHECK-LABEL: func.func @documents
+// CHECK-NOT:     sp.all_gather
+// CHECK:         "sp.attention"(%{{[0-9]+}}, %{{[0-9]+}}, %{{[0-9]+}}, %arg4) {causal = true, kv_groups = 2 : i64, scale = 5.000000e-01 : f64, window = 0 : i64} : (!torch.vtensor<[2,2,8,4],f32>, !torch.vtensor<[2,1,8,4],f32>, !torch.vtensor<[2,1,8,4],f32>, !torch.vtensor<[2,8],si64>)
+// RING-LABEL:  func.func @documents
+// RING:          %[[DOC:[0-9]+]] = "sp.shard_slice"(%arg4) {dim = 1 : i64, group = "sp"} : (!torch.vtensor<[2,8],si64>) -> !torch.vtensor<[2,4],si64>
+// RING-NOT:      sp.all_gather
+// RING:          "sp.ring_attention"(%{{[0-9]+}}, %{{[0-9]+}}, %{{[0-9]+}}, %[[DOC]]) {{.*}} : (!torch.vtensor<[2,4,4,4],f32>, !torch.vtensor<[2,2,4,4],f32>, !torch.vtensor<[2,2,4,4],f32>, !torch.vtensor<[2,4],si64>)
+// HYBRID-LABEL:  func.func @documents
+// HYBRID:          %[[DOC:[0-9]+]] = "sp.shard_slice"(%arg4) {dim = 1 : i64, group = "sp"} : (!torch.vtensor<[2,8],si64>) -> !torch.vtensor<[2,2],si64>
+// HYBRID-NEXT:     %[[D:[0-9]+]] = "sp.all_gather"(%[[DOC]]) {dim = 1 : i64, group = "ulysses"} : (!torch.vtensor<[2,2],si64>) -> !torch.vtensor<[2,4],si64>
+// HYBRID:          "sp.ring_attention"(%{{[0-9]+}}, %{{[0-9]+}}, %{{[0-9]+}}, %[[D]]) {causal = true, group = "ring", {{.*}} : (!torch.vtensor<[2,2,4,4],f32>, !torch.vtensor<[2,1,4,4],f32>, !torch.vtensor<[2,1,4,4],f32>, !torch.vtensor<[2,4],si64>)
+// ONE-LABEL:   func.func @documents
+// ONE-NOT:       sp.all_gather
+// ONE:           "sp.attention"(%{{[0-9]+}}, %{{[0-9]+}}, %{{[0-9]+}}, %arg4)
+func.func @documents(%emb: !torch.vtensor<[32,16],f32>, %wk: !torch.vtensor<[16,8],f32>, %wv: !torch.vtensor<[16,8],f32>, %ids: !torch.vtensor<[2,8],si64>, %doc: !torch.vtensor<[2,8],si64>) -> !torch.vtensor<[],f32> attributes {sp.args = ["param:emb", "param:wk", "param:wv", "input:input_ids", "input:doc_pos"], sp.results = ["loss"]} {
+  %int-1 = torch.constant.int -1
+  %int1 = torch.constant.int 1
+  %int2 = torch.constant.int 2
+  %int4 = torch.constant.int 4
+  %int8 = torch.constant.int 8
+  %int16 = torch.constant.int 16
+  %false = torch.constant.bool false
+  %none = torch.constant.none
+  %x = torch.aten.embedding %emb, %ids, %int-1, %false, %false : !torch.vtensor<[32,16],f32>, !torch.vtensor<[2,8],si64>, !torch.int, !torch.bool, !torch.bool -> !torch.vtensor<[2,8,16],f32>
+  %lq = torch.prim.ListConstruct %int2, %int8, %int4, %int4 : (!torch.int, !torch.int, !torch.int, !torch.int) -> !torch.list<int>
+  %q4 = torch.aten.view %x, %lq : !torch.vtensor<[2,8,16],f32>, !torch.list<int> -> !torch.vtensor<[2,8,4,4],f32>
+  %q = torch.aten.transpose.int %q4, %int1, %int2 : !torch.vtensor<[2,8,4,4],f32>, !torch.int, !torch.int -> !torch.vtensor<[2,4,8,4],f32>
+  %l2 = torch.prim.ListConstruct %int16, %int16 : (!torch.int, !torch.int) -> !torch.list<int>
+  %tok = torch.aten.view %x, %l2 : !torch.vtensor<[2,8,16],f32>, !torch.list<int> -> !torch.vtensor<[16,16],f32>
+  %lk = torch.prim.ListConstruct %int2, %int8, %int2, %int4 : (!torch.int, !torch.int, !torch.int, !torch.int) -> !torch.list<int>
+  %kf = torch.aten.mm %tok, %wk : !torch.vtensor<[16,16],f32>, !torch.vtensor<[16,8],f32> -> !torch.vtensor<[16,8],f32>
+  %k4 = torch.aten.view %kf, %lk : !torch.vtensor<[16,8],f32>, !torch.list<int> -> !torch.vtensor<[2,8,2,4],f32>
+  %k = torch.aten.transpose.int %k4, %int1, %int2 : !torch.vtensor<[2,8,2,4],f32>, !torch.int, !torch.int -> !torch.vtensor<[2,2,8,4],f32>
+  %vf = torch.aten.mm %tok, %wv : !torch.vtensor<[16,16],f32>, !torch.vtensor<[16,8],f32> -> !torch.vtensor<[16,8],f32>
+  %v4 = torch.aten.view %vf, %lk : !torch.vtensor<[16,8],f32>, !torch.list<int> -> !torch.vtensor<[2,8,2,4],f32>
+  %v = torch.aten.transpose.int %v4, %int1, %int2 : !torch.vtensor<[2,8,2,4],f32>, !torch.int, !torch.int -> !torch.vtensor<[2,2,8,4],f32>
+  %o, %lse = "sp.attention"(%q, %k, %v, %doc) {causal = true, scale = 0.5 : f64, kv_groups = 2 : i64, window = 0 : i64} : (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,2,8,4],f32>, !torch.vtensor<[2,2,8,4],f32>, !torch.vtensor<[2,8],si64>) -> (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8],f32>)
+  %s = torch.aten.sum %o, %none : !torch.vtensor<[2,4,8,4],f32>, !torch.none -> !torch.vtensor<[],f32>
+  return %s : !torch.vtensor<[],f32>
+}
+// -----
 // The backward re-shards dout, q, k, v the same way (each once: the forward's head-sharded q/k
 // are reused, and `out` - through its detach - is the forward's head-sharded output), reads the
 // forward's head-sharded statistics, and sends dq, dk, dv back to sequence-sharded.

@@ -33,7 +33,7 @@
 // AUTO: sp.remat = "none"
 
 // The host program the runtime executes.
-// HOST: "format_version": 2,
+// HOST: "format_version": 3,
 // HOST-NEXT: "mesh": {
 // HOST-NEXT:  "sp": 2,
 // HOST-NEXT:  "dp": 1

@@ -53,6 +53,22 @@ func.func @forward_backward(%q: !torch.vtensor<[2,4,8,4],f32>, %k: !torch.vtenso
   return %att#0, %grad#0, %grad#1, %grad#2 : !torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,1,8,4],f32>, !torch.vtensor<[2,1,8,4],f32>
 }
 // -----
+// Packed documents: the document positions, the custom ops' last operand, become the sp ops' last
+// operand (absent, as above, where the captured op has none).
+// CHECK-LABEL: func.func @documents
+// CHECK-SAME:    %[[D:[^:]+]]: !torch.vtensor<[2,8],si64>
+// CHECK:         %[[A:[0-9]+]]:2 = "sp.attention"(%{{[^,]+}}, %{{[^,]+}}, %{{[^,]+}}, %[[D]]) {causal = true, kv_groups = 4 : i64, scale = 5.000000e-01 : f64, window = 0 : i64}
+// CHECK:         "sp.attention_grad"(%{{[^,]+}}, %{{[^,]+}}, %{{[^,]+}}, %{{[^,]+}}, %[[A]]#0, %[[A]]#1, %[[D]])
+// CHECK-NOT:     torch.operator
+func.func @documents(%q: !torch.vtensor<[2,4,8,4],f32>, %k: !torch.vtensor<[2,1,8,4],f32>, %v: !torch.vtensor<[2,1,8,4],f32>, %dout: !torch.vtensor<[2,4,8,4],f32>, %doc: !torch.vtensor<[2,8],si64>) -> (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8,4],f32>) {
+  %true = torch.constant.bool true
+  %scale = torch.constant.float 5.000000e-01
+  %window = torch.constant.int 0
+  %att:2 = torch.operator "torch.autosp.attention"(%q, %k, %v, %true, %scale, %window, %doc) : (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,1,8,4],f32>, !torch.vtensor<[2,1,8,4],f32>, !torch.bool, !torch.float, !torch.int, !torch.vtensor<[2,8],si64>) -> (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8],f32>)
+  %grad:3 = torch.operator "torch.autosp.attention_backward"(%dout, %q, %k, %v, %att#0, %att#1, %true, %scale, %window, %doc) : (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,1,8,4],f32>, !torch.vtensor<[2,1,8,4],f32>, !torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8],f32>, !torch.bool, !torch.float, !torch.int, !torch.vtensor<[2,8],si64>) -> (!torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,1,8,4],f32>, !torch.vtensor<[2,1,8,4],f32>)
+  return %att#0, %grad#0 : !torch.vtensor<[2,4,8,4],f32>, !torch.vtensor<[2,4,8,4],f32>
+}
+// -----
 // Everything else is left alone: other ops, and other torch.operator custom ops.
 // CHECK-LABEL: func.func @untouched
 // CHECK:         torch.aten.neg

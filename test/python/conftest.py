@@ -57,17 +57,17 @@ def spec_for(name: str, hf_dir) -> str:
 
 @pytest.fixture
 def compile_to(tmp_path):
-    """compile_to(spec, sp, dp=1, batch=2, seq=16, remat="sac", precision="fp32", attention="auto") -> saved
-    artifact path."""
+    """compile_to(spec, sp, dp=1, batch=2, seq=16, remat="sac", precision="fp32", attention="auto",
+    packed=False) -> saved artifact path."""
     import autosp
     from autosp.frontend import load_model
 
     def run(spec: str, sp: int, dp: int = 1, batch: int = 2, seq: int = 16, remat: str = "sac",
-            precision: str = "fp32", attention: str = "auto") -> str:
+            precision: str = "fp32", attention: str = "auto", packed: bool = False) -> str:
         model = load_model(spec, empty=True)
         ids = torch.zeros(batch, seq, dtype=torch.long)
-        path = str(tmp_path / f"m-sp{sp}-dp{dp}-{remat}-{precision}-{attention}.autosp")
+        path = str(tmp_path / f"m-sp{sp}-dp{dp}-{remat}-{precision}-{attention}{'-packed' * packed}.autosp")
         autosp.compile(model, (ids, ids), sp=sp, dp=dp, remat=remat, model_name=spec,
-                       precision=precision, attention=attention).save(path)
+                       precision=precision, attention=attention, packed=packed).save(path)
         return path
     return run

@@ -118,3 +118,21 @@ def test_attention_schemes(model, sp, attention, seq, scheme, order, hf_dir, com
     with open(f"{path}/plan.json") as f:
         assert json.load(f)["attention"]["scheme"] == scheme
     _check(verify(path, spec, nproc=sp, steps=2), steps=2)
+
+
+@pytest.mark.parametrize("model,sp,attention,seq,scheme", [
+    ("llama", 2, "auto", 16, "ulysses 2"),
+    ("llama", 4, "ring", 16, "ring 4"),              # zigzag blocks
+    ("llama", 4, "hybrid", 30, "hybrid 2x2"),        # padded to 32 inside the step
+    ("mistral_sw6", 4, "auto", 32, "ring 4"),        # documents inside a sliding window
+    ("gpt2", 2, "auto", 16, "ulysses 2"),            # learned positions from position_ids
+])
+def test_packed_documents(model, sp, attention, seq, scheme, hf_dir, compile_to):
+    """compile(packed=True): one step of documents packed in each row (position_ids restarting at
+    random cuts, as Hugging Face packs them) and one of right padding (attention_mask), against the
+    eager model given the same position_ids / attention_mask."""
+    spec = spec_for(model, hf_dir)
+    path = compile_to(spec, sp, seq=seq, attention=attention, packed=True)
+    with open(f"{path}/plan.json") as f:
+        assert json.load(f)["attention"]["scheme"] == scheme
+    _check(verify(path, spec, nproc=sp, steps=2), steps=2)

@@ -20,7 +20,8 @@ from autosp.runtime.collectives import DEFAULT_TIMEOUT_S
 
 def _compile(spec: str, seq_len: int, batch: int, sp: int, dp: int, out: str, remat: str = "sac",
              memory_budget: str | None = None, tile: str | None = None, keep_ir: bool = False,
-             precision: str = "fp32", attention: str = "auto", targets: tuple[str, ...] = ()) -> None:
+             precision: str = "fp32", attention: str = "auto", targets: tuple[str, ...] = (),
+             packed: bool = False) -> None:
     import torch
 
     import autosp
@@ -30,7 +31,7 @@ def _compile(spec: str, seq_len: int, batch: int, sp: int, dp: int, out: str, re
     print(f"compiling {spec} for [{batch}, {seq_len}] tokens, sp={sp} x dp={dp} ...", flush=True)
     art = autosp.compile(model, example_inputs=(ids, ids), sp=sp, dp=dp, remat=remat, memory_budget=memory_budget,
                          tile=int(tile) if tile and tile.isdigit() else tile, model_name=spec, keep_ir=keep_ir,
-                         precision=precision, attention=attention, targets=targets)
+                         precision=precision, attention=attention, targets=targets, packed=packed)
     art.save(out)
     t = art.timings
     print(f"wrote {out}: {art.num_instructions} instructions; " + ", ".join(f"{stage} {s:.1f} s" for stage, s in t.items()))
@@ -55,7 +56,7 @@ def _source(out: str, override: str | None) -> str:
 
 def cmd_compile(a) -> int:
     _compile(a.model, a.seq_len, a.batch, a.sp, a.dp, a.output, a.remat, a.memory_budget, a.tile, a.keep_ir,
-             a.precision, a.attention, a.targets or ())
+             a.precision, a.attention, a.targets or (), a.packed)
     return 0
 
 
@@ -210,6 +211,9 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--targets", type=_targets,
                    help="GPUs to compile the fused kernels for, comma-separated: cuda:90, cuda:80, hip:gfx942, "
                         "hip:gfx90a (default: none; the runtime runs the ATen ops they replace)")
+    c.add_argument("--packed", action="store_true",
+                   help="the step also takes an attention_mask (right padding) and packed documents "
+                        "(position_ids restarting per document, or cu_seqlens); Hugging Face models")
     c.add_argument("--keep-ir", action="store_true",
                    help="keep every stage's IR in the artifact: ir/<n>-<stage>.* (capture, import, sp, host, codegen)")
     c.add_argument("-o", "--output", required=True, help="artifact directory to write")
