@@ -99,7 +99,7 @@ class Program:
             kernel = "attention" if op == "sp.attention" else "attention_grad"   # looked up at each call
             flags = attrs["causal"], attrs["scale"], attrs["kv_groups"], attrs.get("window", 0)
             n = 3 if op == "sp.attention" else 6   # then the optional document positions
-            return lambda *x: getattr(kernels, kernel)(*x[:n], *flags, doc_pos=x[n] if len(x) > n else None)
+            return lambda *x: getattr(kernels, kernel)(*x[:n], *flags, **({"doc_pos": x[n]} if len(x) > n else {}))
         if op in COLLECTIVES:
             collective = COLLECTIVES[op]
             return lambda *x: collective(mesh, attrs, *x)

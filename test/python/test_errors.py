@@ -136,7 +136,7 @@ def test_newer_format_version(artifact, tmp_path):
     meta = json.load(open(man))
     meta["format_version"] = 99
     json.dump(meta, open(man, "w"))
-    with pytest.raises(ArtifactError, match=r"format version 99 is newer than this runtime supports \(2\)"):
+    with pytest.raises(ArtifactError, match=r"format version 99 is newer than this runtime supports \(3\)"):
         autosp.load(path)
 
 

@@ -240,13 +240,13 @@ def test_size_checked_before_reading(tiny, tmp_path):
 
 # ------------------------------------------------------------------ format version and JSON
 @pytest.mark.parametrize("version,msg", [
-    (0, r"format version 0 is not a version \(this runtime reads 1 to 2\)"),
+    (0, r"format version 0 is not a version \(this runtime reads 1 to 3\)"),
     (-1, r"format version -1 is not a version"),
     (True, r"format_version must be an integer, got true \(boolean\)"),
     ("1", r"format_version must be an integer, got \"1\" \(string\)"),
     (1.0, r"format_version must be an integer, got 1.0 \(number\)"),
     (None, r"format_version must be an integer, got null"),
-    (3, r"format version 3 is newer than this runtime supports \(2\); upgrade autosp")])
+    (4, r"format version 4 is newer than this runtime supports \(3\); upgrade autosp")])
 def test_format_version(tiny, tmp_path, version, msg):
     path = _copy(tiny, tmp_path)
     man = _json(path, "manifest.json")
