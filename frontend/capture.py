@@ -24,6 +24,7 @@ from autosp.runtime.artifact import ALLOWED_ATEN, INPUTS, PACKED_INPUTS
 from .attention_op import DOC_POS, AttentionCapture, hf_attention
 from .errors import CaptureError, CompileError, user_frame, user_source
 
+_MULS = {torch.mul, torch.Tensor.mul, torch.Tensor.__mul__, torch.Tensor.__rmul__}
 _MATMULS = {torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.bmm, torch.einsum,
             torch.baddbmm}
 
@@ -102,6 +103,7 @@ class _StepMode(AttentionCapture):
         self.names = {id(m): (n or "<root>", type(m).__name__) for n, m in model.named_modules()}
         self.stack: list[tuple[str, str]] = []
         self.hooks: list = []
+        self.ones: dict[int, torch.Tensor] = {}   # tensors made by torch.ones (kept alive: ids stay theirs)
 
     def __enter__(self):
         def enter(m, args) -> None:
@@ -131,12 +133,22 @@ class _StepMode(AttentionCapture):
             out = _dropout(*args, **(kwargs or {}))
             if out is not None:
                 return out
+        if args and id(args[0]) in self.ones and getattr(func, "__name__", "").endswith("_"):
+            del self.ones[id(args[0])]   # changed in place: no longer known to be ones
+        if func in (torch.cumsum, torch.Tensor.cumsum) and args and id(args[0]) in self.ones:
+            return _cumsum_of_ones(*args, **(kwargs or {}))
+        if func in _MULS and len(args) == 2 and not kwargs:   # x * ones: x (OPT masks its positions so)
+            x, y = args if id(args[1]) in self.ones else args[::-1]
+            if id(y) in self.ones and isinstance(x, torch.Tensor) and x.shape == y.shape and x.dtype == y.dtype:
+                return x.mul(1)   # a new tensor, as the product is
         try:
             out = super().__torch_function__(func, types, args, kwargs)
         except CaptureError as e:
             if e.where and "(in " not in e.where:
                 raise CaptureError(str(e).split(": error: ", 1)[-1], self.where()) from None
             raise
+        if func is torch.ones and isinstance(out, torch.Tensor):
+            self.ones[id(out)] = out
         if func in _MATMULS and isinstance(out, torch.Tensor) and out.dim() >= 3 \
                 and tuple(out.shape[-2:]) == (self.seq_len, self.seq_len) \
                 and not any(isinstance(a, nn.Parameter) for a in args):
@@ -145,6 +157,17 @@ class _StepMode(AttentionCapture):
                 "autosp shards attention only through torch.nn.functional.scaled_dot_product_attention "
                 "(for Hugging Face models: attn_implementation='sdpa')", self.where())
         return out
+
+
+def _cumsum_of_ones(x: torch.Tensor, dim: int, dtype: torch.dtype | None = None, **_) -> torch.Tensor:
+    """cumsum of torch.ones along `dim`, folded to the positions 1..n it is: OPT's learned positions
+    (cumsum of an all-ones mask) then shard as an arange does, each rank its global positions, where
+    a scan over the sequence would need every earlier rank's sum."""
+    n = x.shape[dim]
+    shape = [1] * x.dim()
+    shape[dim] = n
+    steps = torch.arange(1, n + 1, dtype=dtype or x.dtype, device=x.device)
+    return steps.view(shape).expand(x.shape)
 
 
 # dispatched while tracing but never part of a program (device queries, the semantic attention op)

@@ -34,6 +34,11 @@ HF_CONFIGS = {
     # learned absolute positions (wpe), LayerNorm, GELU, Conv1D projections; no dropout so eager matches
     "gpt2": dict(model_type="gpt2", architectures=["GPT2LMHeadModel"], vocab_size=96, n_embd=32, n_layer=2, n_head=4,
                  n_positions=64, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0),
+    # learned positions counted by a cumsum of the attention mask (offset 2), no RoPE
+    "opt": dict(model_type="opt", architectures=["OPTForCausalLM"], vocab_size=96, hidden_size=32, ffn_dim=64,
+                num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=64, word_embed_proj_dim=32,
+                dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, layerdrop=0.0, pad_token_id=1,
+                bos_token_id=2, eos_token_id=2),
 }
 
 

@@ -36,10 +36,13 @@ def test_other_sdpa_models(model, hf_dir, compile_to):
 
 
 @pytest.mark.parametrize("sp", [2, 4])
-def test_learned_positions_gpt2(sp, hf_dir, compile_to):
+@pytest.mark.parametrize("model", ["gpt2", "opt"])
+def test_learned_positions(model, sp, hf_dir, compile_to):
     """GPT-2 builds its positions replicated ([1, S]) and embeds them whole: the position embedding's
-    gradient must scatter each rank's own rows only (the indices sharded as the gradient is)."""
-    spec = spec_for("gpt2", hf_dir)
+    gradient must scatter each rank's own rows only (the indices sharded as the gradient is). OPT
+    counts its positions with a cumsum of an all-ones mask, which the capture folds to an arange, so
+    each rank embeds its global positions (its key biases' gradients are zero: see verify.FP32_EPS)."""
+    spec = spec_for(model, hf_dir)
     _check(verify(compile_to(spec, sp), spec, nproc=sp, steps=2), steps=2)
 
 
