@@ -69,13 +69,10 @@ class _TrainStep(nn.Module):
                 doc_pos: torch.Tensor | None = None):
         token = DOC_POS.set(doc_pos)
         try:
+            positions = {} if position_ids is None else {"position_ids": position_ids}
             with _autocast(self.precision):
-                if not self.hf:
-                    out = self.m(input_ids, labels)
-                elif position_ids is None:
-                    out = self.m(input_ids=input_ids, labels=labels, use_cache=False)
-                else:
-                    out = self.m(input_ids=input_ids, labels=labels, position_ids=position_ids, use_cache=False)
+                out = self.m(input_ids=input_ids, labels=labels, use_cache=False, **positions) if self.hf \
+                    else self.m(input_ids, labels)
         finally:
             DOC_POS.reset(token)
         loss = getattr(out, "loss", out)

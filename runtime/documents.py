@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-IGNORE_INDEX = -100   # cross_entropy's default ignore_index
+IGNORE_INDEX = -100   # cross_entropy's default ignore_index, which the captured losses use
 
 
 def positions_from_cu_seqlens(cu_seqlens: torch.Tensor, batch: int, seq: int) -> torch.Tensor:

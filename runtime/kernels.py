@@ -65,7 +65,8 @@ def attention(q, k, v, causal: bool, scale: float, kv_groups: int, window: int =
     """window > 0: a causal sliding window (the causality is in the mask), `offset` the position of
     q's first row minus k's (ring attention's blocks). doc_pos [B, rows of q]: each query's position in
     its document, which it attends no further back than (positions: see _masking). A query row that
-    sees no key gives out 0 and lse -inf (nothing to merge)."""
+    sees no key of a ring block (given positions) gives out 0 and lse -inf (nothing to merge); over
+    the whole sequence every row sees its own key."""
     bias, causal, seen = _masking(q, k, causal, window, offset, doc_pos, positions)
     if q.is_cuda:
         k, v = _repeat_kv(k, kv_groups), _repeat_kv(v, kv_groups)
@@ -73,7 +74,7 @@ def attention(q, k, v, causal: bool, scale: float, kv_groups: int, window: int =
     else:   # the CPU flash kernel takes grouped K/V as they are
         out, lse = aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal, attn_mask=bias,
                                                                     scale=scale)[:2]
-    if seen is not None:
+    if seen is not None and positions is not None:
         rows = q.shape[2]
         out = out.masked_fill(~seen[:, None, :, None], 0.0)
         lse = lse.clone()

@@ -13,12 +13,11 @@ import torch.nn as nn
 
 from .artifact import DTYPES, PACKED_INPUTS, Artifact, ArtifactError, read
 from .collectives import DEFAULT_TIMEOUT_S, Mesh
-from .documents import step_inputs
+from .documents import IGNORE_INDEX, step_inputs
 from .executor import Program
 from .gpu_kernels import GpuObjects
 from .memory import LiveBytes, resident_bytes
 
-IGNORE_INDEX = -100   # cross_entropy's default ignore_index, which the captured losses use
 
 
 class _Step(torch.autograd.Function):

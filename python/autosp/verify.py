@@ -36,8 +36,7 @@ def batch_for(spec_vocab: int, shape: list[int], seed: int, ignore_every: int = 
 
 def documents_for(shape: list[int], seed: int, padding: bool) -> dict[str, torch.Tensor]:
     """For a step with packed documents: padding (a mask, right padding of random lengths), or packed
-    documents (position_ids restarting at 3 random cuts
-    per row, so documents span the ranks' shards)."""
+    documents (position_ids restarting at 3 random cuts per row, so documents span the ranks' shards)."""
     b, s = shape
     g = torch.Generator().manual_seed(seed)
     if padding:
