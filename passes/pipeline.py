@@ -45,6 +45,7 @@ class SpPipeline(PipelinePass):
             f"sp-partition-sequence{{sp={self.sp} dp={self.dp} attention={self.attention}}}",  # local shapes +
                                                                  # collectives
             *([f"sp-pad-sequence{{length={self.length}}}"] if self.length else []),  # inputs padded inside
+            "sp-elide-halo",                                     # the labels' shift without an exchange
             "canonicalize",
             "cse",
             *tile,                                               # LM head + loss and MLPs in token chunks

@@ -13,6 +13,7 @@ from torch_mlir.passmanager import PassManager
 from .base import Pass, PassError, PipelinePass
 from .pipeline import SpPipeline
 from .sp_coalesce_collectives import CoalesceCollectives
+from .sp_elide_halo import ElideHalo
 from .sp_fuse import Fuse
 from .sp_pad_sequence import PadSequence
 from .sp_partition_sequence import PartitionSequence
@@ -23,7 +24,7 @@ from .sp_raise_attention import RaiseAttention
 from .sp_tile_sequence import TileSequence
 
 PASSES: dict[str, type[Pass]] = {p.name: p for p in (
-    RaiseAttention, PropagateSequence, PartitionSequence, PadSequence, TileSequence, PlanRemat,
+    RaiseAttention, PropagateSequence, PartitionSequence, PadSequence, ElideHalo, TileSequence, PlanRemat,
     CoalesceCollectives, Fuse, PlanMemory, SpPipeline)}
 
 

@@ -17,6 +17,7 @@
 // LIST-NEXT:     attention=str, default auto: ulysses (heads split by all-to-alls), ring (K/V blocks passed around the ranks), hybrid (ulysses x ring), UxR (those degrees, e.g. 2x4), or auto: the one that sends the fewest bytes
 // LIST-NEXT: sp-pad-sequence {{ +}}take `length` tokens per sequence, padded at the end to the captured length inside the step
 // LIST-NEXT:     length=int, default 0: the sequence length the step takes (0: the captured length, no padding)
+// LIST-NEXT: sp-elide-halo {{ +}}shift a sharded replicated value (the labels) on every rank, without the sp.halo exchange
 // LIST-NEXT: sp-tile-sequence {{ +}}run the LM head + loss and the wide token-local regions (MLPs) in chunks of tokens (fwd and bwd)
 // LIST-NEXT:     chunks=int, default unset: token chunks per tiled region; unset: chosen from the shapes
 // LIST-NEXT: sp-plan-remat {{ +}}split the step into @forward/@backward; save or recompute per policy

@@ -3,7 +3,7 @@
 // --batch 1 --keep-ir`, its ir/1-import.mlir). It is exactly the list of passes it names.
 // RUN: %autosp-opt %S/Inputs/tiny-llama-step.mlir --pass-pipeline='builtin.module(sp-pipeline{sp=2})' > %t.named
 // RUN: FileCheck %s < %t.named
-// RUN: %autosp-opt %S/Inputs/tiny-llama-step.mlir --pass-pipeline='builtin.module(sp-raise-attention,sp-propagate-sequence,sp-partition-sequence{sp=2 dp=1},canonicalize,cse,sp-tile-sequence,sp-plan-remat{policy=sac},sp-coalesce-collectives{bucket=26214400},sp-fuse,sp-plan-memory)' > %t.listed
+// RUN: %autosp-opt %S/Inputs/tiny-llama-step.mlir --pass-pipeline='builtin.module(sp-raise-attention,sp-propagate-sequence,sp-partition-sequence{sp=2 dp=1},sp-elide-halo,canonicalize,cse,sp-tile-sequence,sp-plan-remat{policy=sac},sp-coalesce-collectives{bucket=26214400},sp-fuse,sp-plan-memory)' > %t.listed
 // RUN: diff %t.named %t.listed
 // RUN: %autosp-opt %S/Inputs/tiny-llama-step.mlir --pass-pipeline='builtin.module(sp-pipeline{sp=2 remat=auto budget=1GiB tile=0})' | FileCheck %s --check-prefix=AUTO
 // RUN: %autosp-opt %S/Inputs/tiny-llama-step.mlir --pass-pipeline='builtin.module(sp-pipeline{sp=2})' --emit=host-program | FileCheck %s --check-prefix=HOST
@@ -18,7 +18,12 @@
 // CHECK: "sp.shard_slice"
 // CHECK: "sp.all_to_all"
 // CHECK: "sp.attention"
-// CHECK: "sp.halo"
+// The label shift needs no exchange (sp-elide-halo): the whole labels are shifted, then sharded.
+// CHECK-NOT: "sp.halo"
+// CHECK: torch.aten.constant_pad_nd
+// CHECK-NOT: "sp.halo"
+// CHECK: "sp.shard_slice"
+// CHECK-NOT: "sp.halo"
 // CHECK: func.func @backward(
 // CHECK: "sp.attention_grad"
 // CHECK: "sp.all_reduce"
