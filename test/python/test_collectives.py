@@ -24,3 +24,20 @@ def _rank(p: int, order: str, ulysses: int, width: int) -> bool:
     (2, "contiguous", 1, 1), (3, "contiguous", 1, 2), (3, "zigzag", 1, 1), (4, "zigzag", 2, 1)])
 def test_halo_is_the_shift_of_the_whole(p, order, ulysses, width):
     assert spawn(p, _rank, p, order, ulysses, width) == [True] * p
+
+
+def _affinity() -> set[int]:
+    import os
+    return os.sched_getaffinity(0)
+
+
+def test_ranks_bound_to_cores_of_their_own(monkeypatch):
+    """autospc train's ranks (launch.spawn): each on `threads` cores of its own where all fit, else on
+    every core; a spawned rank runs with the cores _cores gives it."""
+    from autosp import launch
+    monkeypatch.setattr(launch.os, "sched_getaffinity", lambda pid: {0, 1, 4, 5})
+    assert [launch._cores(r, 2, 2) for r in range(2)] == [{0, 1}, {4, 5}]
+    assert [launch._cores(r, 4, 1) for r in range(4)] == [{0}, {1}, {4}, {5}]
+    assert launch._cores(0, 3, 2) is None and launch._cores(0, 5, 1) is None
+    monkeypatch.undo()
+    assert spawn(1, _affinity) == [launch._cores(0, 1, 1)]
