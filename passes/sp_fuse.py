@@ -12,7 +12,12 @@ collectives and views stay as they are (the kernel's inputs and outputs are what
 Regions grow greedily in program order. An op joins the region(s) its operands come from when the
 domains agree and no op outside the region has read the region's values yet ("open"): the call
 then sits at the region's last op, after every input and before every outside reader, so outlining
-never reorders a dependence. Regions of fewer than `min_ops` ops stay ATen calls.
+never reorders a dependence. A closed region then takes in a *sibling* (`_siblings`): a later region
+of its domain that reads its results or a value it reads, whose inputs all exist at its call, and
+that starts at most MAX_HOISTED ops after it (SwiGLU's backward: d(up) = g * silu(gate) and d(gate)
+both read g, and d(up)'s matmuls read d(up) in between; RMSNorm's backward after its weight
+gradient's product, with that product's column sum in between). The sibling's ops move up into that call, so
+its results live at most MAX_HOISTED ops longer. Regions of fewer than `min_ops` ops stay ATen calls.
 
 Each region becomes `func.func private @<function>_k<n>` with `sp.kernel = {domain, ops}` and the
 ops moved into it (constants copied), called by `func.call`: device-neutral IR that the host
@@ -31,11 +36,15 @@ from .ops import CAT, CONSTANT, FUSIBLE, LIST, PIECES, ROW_REDUCTIONS, UNARY, UN
 from .torch_ir import body_ops, const_value, funcs_of, is_tensor, op_name, shape
 
 
+MAX_HOISTED = 4   # the most host ops a sibling region's results are made earlier than they were
+
+
 @dataclass(eq=False)   # regions are compared by identity
 class _Region:
     domain: list[int]
     ops: list = field(default_factory=list)
     open: bool = True
+    call_at: ir.Operation | None = None   # where the call goes when siblings moved in: the first one's last op
 
 
 def _rows(domain: list[int]) -> list[int] | None:
@@ -172,9 +181,49 @@ def regions(func, min_ops: int) -> list[_Region]:
             if r is not joined:
                 r.open = False   # read outside: its call must come before this op
     # a piece read outside its kernel would have to be stored: such a region stays ATen ops
-    return [r for r in found if len(r.ops) >= min_ops and not any(
+    found = [r for r in found if not any(
         v in pieces and any(u.owner not in {x.operation for x in r.ops} for u in v.uses)
         for x in r.ops for v in x.operation.results)]
+    return [r for r in _siblings(func, found) if len(r.ops) >= min_ops]
+
+
+def _siblings(func, found: list[_Region]) -> list[_Region]:
+    """Each region merged into the earliest region before it that it may join as a sibling (see the
+    module docstring); the merged region's call stays where the first one's was."""
+    ops = body_ops(func)
+    at = {o.operation: i for i, o in enumerate(ops)}
+    counted = [not op_name(o).startswith(CONSTANT) and op_name(o) != LIST for o in ops]
+
+    def produced(v: ir.Value) -> int:   # the index of v's defining op; -1 for an argument
+        owner = v.owner
+        return at[owner.operation if isinstance(owner, ir.OpView) else owner] \
+            if isinstance(owner, (ir.Operation, ir.OpView)) else -1
+
+    def inputs(r: _Region) -> set[ir.Value]:
+        inner = {v for o in r.ops for v in o.operation.results}
+        return {x for o in r.ops for x in o.operation.operands if x not in inner and not _constant(x)}
+
+    def call(r: _Region) -> int:
+        return at[r.call_at] if r.call_at is not None else max(at[o.operation] for o in r.ops)
+
+    kept: list[_Region] = []
+    for y in found:
+        first, ins = min(at[o.operation] for o in y.ops), inputs(y)
+        cut = {_pieces_of(o) for o in y.ops} - {None}   # pieces are cut from a kernel's inputs only
+        for x in reversed(kept):   # the nearest first: the least hoisting
+            c, made = call(x), {v for o in x.ops for v in o.operation.results}
+            domain = _merged(x.domain, y.domain)
+            related = ins & made or {v for v in ins & inputs(x) if produced(v) >= 0}
+            if domain is None or not related or cut & made or c >= first or \
+                    sum(counted[c + 1:first]) > MAX_HOISTED:
+                continue
+            if all(v in made or produced(v) < c for v in ins):
+                x.call_at = ops[c].operation
+                x.domain, x.ops = domain, x.ops + y.ops
+                break
+        else:
+            kept.append(y)
+    return kept
 
 
 def _outline(func, region: _Region, name: str) -> None:
@@ -187,7 +236,7 @@ def _outline(func, region: _Region, name: str) -> None:
                 inputs.append(x)
     inner = {o.operation for o in ops}
     outputs = [v for o in ops for v in o.operation.results if any(u.owner not in inner for u in v.uses)]
-    last = ops[-1]
+    last = region.call_at or ops[-1].operation
     with ir.InsertionPoint(last), last.location:
         call = func_d.CallOp([v.type for v in outputs], ir.FlatSymbolRefAttr.get(name), inputs)
     for v, new in zip(outputs, call.results):

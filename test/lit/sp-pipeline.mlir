@@ -27,8 +27,12 @@
 // CHECK: func.func @backward(
 // CHECK: "sp.attention_grad"
 // CHECK: "sp.all_reduce"
-// The fused kernels (sp-fuse): RMSNorm, the first kernel of the forward.
-// CHECK: func.func private @forward_k0({{.*}} attributes {sp.kernel = {domain = array<i64: 1, 4, 16>, ops = 6 : i64}}
+// The fused kernels (sp-fuse): RoPE's cos and sin of one input (siblings: one kernel, two results),
+// then RMSNorm.
+// CHECK: func.func private @forward_k0({{.*}} -> (!torch.vtensor<[8,8],f32>, !torch.vtensor<[8,8],f32>) attributes {sp.kernel = {domain = array<i64: 8, 8>, ops = 2 : i64}}
+// CHECK-NEXT: torch.aten.cos
+// CHECK-NEXT: torch.aten.sin
+// CHECK: func.func private @forward_k1({{.*}} attributes {sp.kernel = {domain = array<i64: 1, 4, 16>, ops = 6 : i64}}
 // CHECK: func.func private @backward_k0(
 // CHECK-NOT: func.func @train_step
 

@@ -1,0 +1,84 @@
+// sp-fuse siblings: a closed region takes in a later region of its domain that reads its results or a
+// value it reads, when that region's inputs all exist at its call and at most 4 ops lie between them;
+// the merged call stays where the first region's was.
+// RUN: %autosp-opt %s --split-input-file --pass-pipeline='builtin.module(sp-fuse)' | FileCheck %s
+
+// SwiGLU's backward: d(up) = g * s is read by a matmul before d(gate)'s chain (reading g, s and the
+// gate) begins: one kernel computes both, called before that matmul.
+// CHECK-LABEL: func.func @backward(
+// CHECK-SAME:    %[[W:.*]]: !torch.vtensor<[8,8],f32>, %[[GATE:.*]]: !torch.vtensor<[2,8],f32>, %[[S:.*]]: !torch.vtensor<[2,8],f32>, %[[GH:.*]]: !torch.vtensor<[2,8],f32>)
+// CHECK:         %[[G:.*]] = torch.aten.mm %[[GH]], %[[W]]
+// CHECK-NEXT:    %[[K:.*]]:2 = call @backward_k0(%[[G]], %[[S]], %[[GATE]]) : {{.*}} -> (!torch.vtensor<[2,8],f32>, !torch.vtensor<[2,8],f32>)
+// CHECK-NEXT:    %[[DW:.*]] = torch.aten.mm %[[K]]#0, %[[W]]
+// CHECK-NEXT:    return %[[DW]], %[[K]]#1
+// CHECK-LABEL: func.func private @backward_k0(
+// CHECK-SAME:    sp.kernel = {domain = array<i64: 2, 8>, ops = 4 : i64}
+// CHECK:         %[[UP:.*]] = torch.aten.mul.Tensor %arg0, %arg1
+// CHECK-NEXT:    %[[SG:.*]] = torch.aten.sigmoid %arg2
+// CHECK-NEXT:    %[[A:.*]] = torch.aten.mul.Tensor %arg0, %[[SG]]
+// CHECK-NEXT:    %[[B:.*]] = torch.aten.mul.Tensor %[[A]], %arg1
+// CHECK-NEXT:    return %[[UP]], %[[B]]
+func.func @backward(%w: !torch.vtensor<[8,8],f32>, %gate: !torch.vtensor<[2,8],f32>, %s: !torch.vtensor<[2,8],f32>, %gh: !torch.vtensor<[2,8],f32>) -> (!torch.vtensor<[2,8],f32>, !torch.vtensor<[2,8],f32>) {
+  %g = torch.aten.mm %gh, %w : !torch.vtensor<[2,8],f32>, !torch.vtensor<[8,8],f32> -> !torch.vtensor<[2,8],f32>
+  %up = torch.aten.mul.Tensor %g, %s : !torch.vtensor<[2,8],f32>, !torch.vtensor<[2,8],f32> -> !torch.vtensor<[2,8],f32>
+  %dw = torch.aten.mm %up, %w : !torch.vtensor<[2,8],f32>, !torch.vtensor<[8,8],f32> -> !torch.vtensor<[2,8],f32>
+  %sg = torch.aten.sigmoid %gate : !torch.vtensor<[2,8],f32> -> !torch.vtensor<[2,8],f32>
+  %a = torch.aten.mul.Tensor %g, %sg : !torch.vtensor<[2,8],f32>, !torch.vtensor<[2,8],f32> -> !torch.vtensor<[2,8],f32>
+  %b = torch.aten.mul.Tensor %a, %s : !torch.vtensor<[2,8],f32>, !torch.vtensor<[2,8],f32> -> !torch.vtensor<[2,8],f32>
+  return %dw, %b : !torch.vtensor<[2,8],f32>, !torch.vtensor<[2,8],f32>
+}
+
+// -----
+
+// Not siblings: the second chain reads the matmul of the first one's result (not there at its call),
+// the third lies 5 ops after the first (its results would be made that much earlier), and the
+// fourth reads only arguments (no value made here in common).
+// CHECK-LABEL: func.func @apart(
+// CHECK:         %[[G:.*]] = torch.aten.mm
+// CHECK-NEXT:    %[[UP:.*]] = torch.aten.mul.Tensor %[[G]], %arg2
+// CHECK-NEXT:    %[[DW:.*]] = torch.aten.mm %[[UP]], %arg0
+// CHECK-NEXT:    call @apart_k0(%[[DW]], %[[G]])
+// CHECK-COUNT-5: torch.aten.mm
+// CHECK-NEXT:    call @apart_k1(%[[G]])
+// CHECK-NEXT:    call @apart_k2(%arg1)
+func.func @apart(%w: !torch.vtensor<[8,8],f32>, %gate: !torch.vtensor<[2,8],f32>, %s: !torch.vtensor<[2,8],f32>, %gh: !torch.vtensor<[2,8],f32>) -> (!torch.vtensor<[2,8],f32>, !torch.vtensor<[2,8],f32>, !torch.vtensor<[2,8],f32>, !torch.vtensor<[2,8],f32>) {
+  %g = torch.aten.mm %gh, %w : !torch.vtensor<[2,8],f32>, !torch.vtensor<[8,8],f32> -> !torch.vtensor<[2,8],f32>
+  %up = torch.aten.mul.Tensor %g, %s : !torch.vtensor<[2,8],f32>, !torch.vtensor<[2,8],f32> -> !torch.vtensor<[2,8],f32>
+  %dw = torch.aten.mm %up, %w : !torch.vtensor<[2,8],f32>, !torch.vtensor<[8,8],f32> -> !torch.vtensor<[2,8],f32>
+  %a = torch.aten.sigmoid %dw : !torch.vtensor<[2,8],f32> -> !torch.vtensor<[2,8],f32>
+  %b = torch.aten.mul.Tensor %a, %g : !torch.vtensor<[2,8],f32>, !torch.vtensor<[2,8],f32> -> !torch.vtensor<[2,8],f32>
+  %m1 = torch.aten.mm %b, %w : !torch.vtensor<[2,8],f32>, !torch.vtensor<[8,8],f32> -> !torch.vtensor<[2,8],f32>
+  %m2 = torch.aten.mm %m1, %w : !torch.vtensor<[2,8],f32>, !torch.vtensor<[8,8],f32> -> !torch.vtensor<[2,8],f32>
+  %m3 = torch.aten.mm %m2, %w : !torch.vtensor<[2,8],f32>, !torch.vtensor<[8,8],f32> -> !torch.vtensor<[2,8],f32>
+  %m4 = torch.aten.mm %m3, %w : !torch.vtensor<[2,8],f32>, !torch.vtensor<[8,8],f32> -> !torch.vtensor<[2,8],f32>
+  %m5 = torch.aten.mm %m4, %w : !torch.vtensor<[2,8],f32>, !torch.vtensor<[8,8],f32> -> !torch.vtensor<[2,8],f32>
+  %c = torch.aten.exp %g : !torch.vtensor<[2,8],f32> -> !torch.vtensor<[2,8],f32>
+  %d = torch.aten.neg %c : !torch.vtensor<[2,8],f32> -> !torch.vtensor<[2,8],f32>
+  %e = torch.aten.exp %gate : !torch.vtensor<[2,8],f32> -> !torch.vtensor<[2,8],f32>
+  %f = torch.aten.neg %e : !torch.vtensor<[2,8],f32> -> !torch.vtensor<[2,8],f32>
+  return %m5, %d, %f, %b : !torch.vtensor<[2,8],f32>, !torch.vtensor<[2,8],f32>, !torch.vtensor<[2,8],f32>, !torch.vtensor<[2,8],f32>
+}
+
+// -----
+
+// RoPE's backward: the halves of g * sin are cut from a value, which a kernel can only do to one of
+// its inputs: the product stays an ATen call before the rotation's kernel.
+// CHECK-LABEL: func.func @rope(
+// CHECK:         %[[P:.*]] = torch.aten.mul.Tensor %arg0, %arg1
+// CHECK-NEXT:    call @rope_k0(%[[P]], %arg0, %arg2)
+func.func @rope(%g: !torch.vtensor<[2,8],f32>, %sin: !torch.vtensor<[8],f32>, %cos: !torch.vtensor<[8],f32>) -> !torch.vtensor<[2,8],f32> {
+  %int1 = torch.constant.int 1
+  %int4 = torch.constant.int 4
+  %int0 = torch.constant.int 0
+  %int8 = torch.constant.int 8
+  %int-1 = torch.constant.int -1
+  %p = torch.aten.mul.Tensor %g, %sin : !torch.vtensor<[2,8],f32>, !torch.vtensor<[8],f32> -> !torch.vtensor<[2,8],f32>
+  %lo = torch.aten.slice.Tensor %p, %int-1, %int0, %int4, %int1 : !torch.vtensor<[2,8],f32>, !torch.int, !torch.int, !torch.int, !torch.int -> !torch.vtensor<[2,4],f32>
+  %hi = torch.aten.slice.Tensor %p, %int-1, %int4, %int8, %int1 : !torch.vtensor<[2,8],f32>, !torch.int, !torch.int, !torch.int, !torch.int -> !torch.vtensor<[2,4],f32>
+  %n = torch.aten.neg %lo : !torch.vtensor<[2,4],f32> -> !torch.vtensor<[2,4],f32>
+  %l = torch.prim.ListConstruct %hi, %n : (!torch.vtensor<[2,4],f32>, !torch.vtensor<[2,4],f32>) -> !torch.list<vtensor>
+  %rot = torch.aten.cat %l, %int-1 : !torch.list<vtensor>, !torch.int -> !torch.vtensor<[2,8],f32>
+  %gc = torch.aten.mul.Tensor %g, %cos : !torch.vtensor<[2,8],f32>, !torch.vtensor<[8],f32> -> !torch.vtensor<[2,8],f32>
+  %out = torch.aten.add.Tensor %gc, %rot, %int1 : !torch.vtensor<[2,8],f32>, !torch.vtensor<[2,8],f32>, !torch.int -> !torch.vtensor<[2,8],f32>
+  return %out : !torch.vtensor<[2,8],f32>
+}
