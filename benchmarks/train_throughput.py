@@ -6,8 +6,11 @@ demo model (`builtin:tiny-llama`) at each [batch, seq] of --shapes, the demo's [
   default): one SP group, each rank holding half of every sequence;
 - sp=1: the artifact compiled for sp=1, `autospc train --nproc 1 --threads 1`: one rank alone.
 Two independent single-threaded ranks would do 2 x the sp=1 tokens/s; sequence parallelism on 2
-ranks adds collectives (packed by sp-coalesce-collectives: 13 per step on the demo model), the
-per-run failure check, and every op's dispatch on every rank.
+ranks adds collectives (packed by sp-coalesce-collectives, the labels' shift without one by
+sp-elide-halo: 10 per step on the demo model), the per-run failure check (2 per step), and every
+op's dispatch on every rank. Each rendezvous of gloo ranks costs ~0.3 ms back to back and ~1 ms
+after compute on this kind of 2-core VM (its threads wake on a halted core); the ranks are bound to
+a core each (launch.spawn), which keeps one rank's threads off the other's.
 Both runs use the same data, seed and step count and are timed in this one script, one after the
 other; each side's figure is the median of its per-step tokens/s after --warmup steps.
 
