@@ -33,6 +33,7 @@ from torch_mlir.dialects import func as func_d
 
 from .base import Pass, option
 from .ops import CAT, CONSTANT, FUSIBLE, LIST, PIECES, ROW_REDUCTIONS, UNARY, UNPACK
+from .sp_plan_memory import Simulation, nbytes, saved_storage   # which imports nothing of sp-fuse
 from .torch_ir import body_ops, const_value, funcs_of, is_tensor, op_name, shape
 
 
@@ -68,6 +69,11 @@ def _constant(v: ir.Value) -> bool:
     if not isinstance(owner, (ir.Operation, ir.OpView)):
         return False
     return op_name(owner).startswith(CONSTANT) or (op_name(owner) == LIST and const_value(v)[0])
+
+
+def _constant_op(op) -> bool:
+    """A constant or a list of values: no launch, no memory."""
+    return op_name(op).startswith(CONSTANT) or op_name(op) == LIST
 
 
 def _domain(op) -> list[int] | None:
@@ -111,8 +117,10 @@ def _pieces_of(op) -> ir.Value | None:
     return None
 
 
-def regions(func, min_ops: int) -> list[_Region]:
-    """The fusible regions of one function, each of at least min_ops ops, in program order.
+def regions(func, min_ops: int, owned: dict[int, tuple[int, int]] | None = None) -> list[_Region]:
+    """The fusible regions of one function, each of at least min_ops ops, in program order, closed
+    regions merged with their siblings where that does not raise the function's peak (its arguments
+    in `owned` counted as sp-plan-memory counts them: Simulation).
 
     Beside the domain's values, a region may hold *pieces*: last-dim slices of one of its inputs (a
     slice, or a split and its unpack), elementwise ops of one piece, and a last-dim cat of pieces back
@@ -184,15 +192,21 @@ def regions(func, min_ops: int) -> list[_Region]:
     found = [r for r in found if not any(
         v in pieces and any(u.owner not in {x.operation for x in r.ops} for u in v.uses)
         for x in r.ops for v in x.operation.results)]
-    return [r for r in _siblings(func, found) if len(r.ops) >= min_ops]
+    return _siblings(func, found, min_ops, owned)
 
 
-def _siblings(func, found: list[_Region]) -> list[_Region]:
-    """Each region merged into the earliest region before it that it may join as a sibling (see the
-    module docstring); the merged region's call stays where the first one's was."""
+def _siblings(func, found: list[_Region], min_ops: int, owned: dict | None) -> list[_Region]:
+    """Each region merged into the nearest region before it that it may join as a sibling (see the
+    module docstring), the merged region's call where the first one's was, unless the sibling's
+    results, made that much earlier, would raise the function's peak: they are counted at every op
+    they now live across, on the live bytes of the function fused without siblings (sp-plan-memory's
+    simulation, `_moments`) plus the siblings already moved up (conservative: the earlier frees of
+    the sibling's inputs are not counted). The regions of at least min_ops ops."""
     ops = body_ops(func)
     at = {o.operation: i for i, o in enumerate(ops)}
-    counted = [not op_name(o).startswith(CONSTANT) and op_name(o) != LIST for o in ops]
+    counted = [not _constant_op(o) for o in ops]
+    peak, moments = _moments(func, [r for r in found if len(r.ops) >= min_ops], owned)
+    extra = [0] * len(ops)   # bytes of siblings' results moved up, live at each op
 
     def produced(v: ir.Value) -> int:   # the index of v's defining op; -1 for an argument
         owner = v.owner
@@ -210,20 +224,61 @@ def _siblings(func, found: list[_Region]) -> list[_Region]:
     for y in found:
         first, ins = min(at[o.operation] for o in y.ops), inputs(y)
         cut = {_pieces_of(o) for o in y.ops} - {None}   # pieces are cut from a kernel's inputs only
+        inner = {o.operation for o in y.ops}
+        out = sum(nbytes(v) for o in y.ops for v in o.operation.results if is_tensor(v)
+                  and any(u.owner not in inner for u in v.uses))
+        into = None
         for x in reversed(kept):   # the nearest first: the least hoisting
-            c, made = call(x), {v for o in x.ops for v in o.operation.results}
+            c = call(x)
+            if c < first and sum(counted[c + 1:first]) > MAX_HOISTED:
+                break   # and every region before it
+            made = {v for o in x.ops for v in o.operation.results}
             domain = _merged(x.domain, y.domain)
             related = ins & made or {v for v in ins & inputs(x) if produced(v) >= 0}
-            if domain is None or not related or cut & made or c >= first or \
-                    sum(counted[c + 1:first]) > MAX_HOISTED:
+            if domain is None or not related or cut & made or c >= first:
                 continue
-            if all(v in made or produced(v) < c for v in ins):
+            span = range(c, first)
+            if all(v in made or produced(v) < c for v in ins) and \
+                    max(moments[t] + extra[t] for t in span) + out <= peak:
+                for t in span:
+                    extra[t] += out
+                into = x
                 x.call_at = ops[c].operation
                 x.domain, x.ops = domain, x.ops + y.ops
                 break
-        else:
+        if into is None:
             kept.append(y)
-    return kept
+    return [r for r in kept if len(r.ops) >= min_ops]
+
+
+def _moments(func, regs: list[_Region], owned: dict | None) -> tuple[int, list[int]]:
+    """The function's peak live bytes with these regions outlined (sp-plan-memory's simulation, on a
+    copy of the function erased with its kernels), and the live bytes at each of its ops' moments, by
+    op of `func` (a fused op: its kernel's call; a constant: 0)."""
+    copy = func.clone(ir.InsertionPoint(func))
+    copy.attributes["sym_name"] = ir.StringAttr.get("sp_fuse_trial")
+    ops, twin = body_ops(func), body_ops(copy)
+    index = {o.operation: i for i, o in enumerate(ops)}
+    names = [f"sp_fuse_trial_k{n}" for n in range(len(regs))]
+    for name, r in zip(names, regs):
+        _outline(copy, _Region(r.domain, [twin[index[o.operation]] for o in r.ops]), name)
+    calls = {ir.FlatSymbolRefAttr(o.operation.attributes["callee"]).value: o.operation
+             for o in body_ops(copy) if op_name(o) == "func.call"}
+    # what stands for each op of func in the copy (constants: nothing, outlining may erase them)
+    stands = [None if _constant_op(o) else t.operation for o, t in zip(ops, twin)]
+    for name, r in zip(names, regs):
+        for o in r.ops:
+            stands[index[o.operation]] = calls[name]
+    sim = Simulation(copy, owned)
+    peak = sim.run()[0]
+    moment = {o.operation: m for o, m in zip(sim.ops, sim.moments)}
+    moments = [0 if o is None else moment.get(o, 0) for o in stands]
+    module_body = func.parent.regions[0].blocks[0]
+    for op in list(module_body.operations):
+        if op.operation.name == "func.func" and ir.StringAttr(op.operation.attributes["sym_name"]).value in \
+                {"sp_fuse_trial", *names}:
+            op.operation.erase()
+    return peak, moments
 
 
 def _outline(func, region: _Region, name: str) -> None:
@@ -286,7 +341,10 @@ class Fuse(Pass):
     min_ops: int = option(2, "the fewest ops a kernel holds; smaller regions stay ATen calls", minimum=1)
 
     def run(self, module_op) -> None:
+        forward = None   # the backward's peak counts the saved values the (fused) forward returns
         for f in funcs_of(module_op):
             fname = ir.StringAttr(f.attributes["sym_name"]).value
-            for n, region in enumerate(regions(f, self.min_ops)):
+            owned = saved_storage(Simulation(forward).run()[3], f) if fname == "backward" and forward else None
+            for n, region in enumerate(regions(f, self.min_ops, owned)):
                 _outline(f, region, f"{fname}_k{n}")
+            forward = f if fname == "forward" else forward

@@ -82,6 +82,7 @@ class Simulation:
         self.owned = owned or {}
         self.ops = [o for o in body_ops(func) if not op_name(o).startswith(CONSTANT)
                     and op_name(o) != LIST]
+        self.moments: list[int] = []   # after run: the live bytes at each op's peak moment (tick 4i+2)
 
     def run(self) -> tuple[int, dict[str, int], list[int], list[tuple[int, int]]]:
         """(peak working-set bytes; at that peak, the bytes of comm staging, of owned arguments
@@ -148,6 +149,7 @@ class Simulation:
                     live -= release(r, 4 * i + 1)
             if live + staging > peak:
                 peak, peak_comm, peak_tick = live + staging, staging, 4 * i + 2
+            self.moments.append(live + staging)
             for v in set(_reads(op)):
                 if last.get(v) == i and v not in returned and storage.get(v, -1) != -1:
                     live -= release(v, 4 * i + 3)
@@ -176,6 +178,14 @@ def predict(module_op) -> dict[str, int]:
     return predict_funcs(funcs["forward"], funcs["backward"])
 
 
+def saved_storage(f_out: list[tuple[int, int]], bwd) -> dict[int, tuple[int, int]]:
+    """The backward's `owned` arguments: the saved values enter it with the storage sharing they
+    had in the forward (f_out: Simulation(forward).run()'s returned storage)."""
+    b_roles = strings(func_attr(bwd, "sp.args"))
+    first_saved = next(i for i, r in enumerate(b_roles + ["saved:"]) if r.startswith("saved:"))
+    return {first_saved + j: out for j, out in enumerate(f_out[1:]) if out[0] >= 0}
+
+
 def predict_funcs(fwd, bwd) -> dict[str, int]:
     """The prediction for one @forward / @backward pair (sp-plan-remat{policy=auto} simulates
     candidate pairs before it keeps one)."""
@@ -184,10 +194,7 @@ def predict_funcs(fwd, bwd) -> dict[str, int]:
     grads = sum(nbytes(v) for v in bwd.regions[0].blocks[0].operations[
         len(bwd.regions[0].blocks[0].operations) - 1].operands)
     f_peak, f_parts, f_line, f_out = Simulation(fwd).run()
-    # the saved values enter the backward with the storage sharing they had in the forward
-    b_roles = strings(func_attr(bwd, "sp.args"))
-    first_saved = next(i for i, r in enumerate(b_roles + ["saved:"]) if r.startswith("saved:"))
-    owned = {first_saved + j: out for j, out in enumerate(f_out[1:]) if out[0] >= 0}
+    owned = saved_storage(f_out, bwd)
     saved = sum(dict(owned.values()).values())
     b_peak, b_parts, b_line, _ = Simulation(bwd, owned).run()
     # at a forward peak, "saved" is what the forward has made to keep so far; at a backward peak,

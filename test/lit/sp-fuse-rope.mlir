@@ -24,7 +24,7 @@
 // CHECK-NEXT:    %[[RS:.*]] = torch.aten.mul.Tensor %[[ROT]], %arg2
 // CHECK-NEXT:    %[[R:.*]] = torch.aten.add.Tensor %[[QC]], %[[RS]]
 // CHECK-NEXT:    return %[[R]]
-func.func @forward(%q: !torch.vtensor<[2,8],f32>, %cos: !torch.vtensor<[8],f32>, %sin: !torch.vtensor<[8],f32>) -> (!torch.vtensor<[2,8],f32>, !torch.vtensor<[2,8],f32>, !torch.vtensor<[2,4],f32>) {
+func.func @forward(%q: !torch.vtensor<[2,8],f32>, %cos: !torch.vtensor<[8],f32>, %sin: !torch.vtensor<[8],f32>) -> (!torch.vtensor<[2,8],f32>, !torch.vtensor<[2,8],f32>, !torch.vtensor<[2,4],f32>) attributes {sp.args = ["input:q", "buffer:cos", "buffer:sin"], sp.results = ["out", "rot", "hi"]} {
   %int1 = torch.constant.int 1
   %int4 = torch.constant.int 4
   %int0 = torch.constant.int 0

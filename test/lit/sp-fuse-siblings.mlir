@@ -1,16 +1,18 @@
 // sp-fuse siblings: a closed region takes in a later region of its domain that reads its results or a
-// value it reads, when that region's inputs all exist at its call and at most 4 ops lie between them;
-// the merged call stays where the first region's was.
+// value it reads, when that region's inputs all exist at its call, at most 4 ops lie between them and
+// its results, made that much earlier, do not raise the function's peak (sp-plan-memory's simulation).
+// The merged call stays where the first region's was.
 // RUN: %autosp-opt %s --split-input-file --pass-pipeline='builtin.module(sp-fuse)' | FileCheck %s
 
 // SwiGLU's backward: d(up) = g * s is read by a matmul before d(gate)'s chain (reading g, s and the
-// gate) begins: one kernel computes both, called before that matmul.
+// gate) begins: one kernel computes both, called before that matmul. The function peaks earlier,
+// at the [2,64] matmul.
 // CHECK-LABEL: func.func @backward(
-// CHECK-SAME:    %[[W:.*]]: !torch.vtensor<[8,8],f32>, %[[GATE:.*]]: !torch.vtensor<[2,8],f32>, %[[S:.*]]: !torch.vtensor<[2,8],f32>, %[[GH:.*]]: !torch.vtensor<[2,8],f32>)
+// CHECK-SAME:    %[[W:.*]]: !torch.vtensor<[8,8],f32>, %[[GATE:.*]]: !torch.vtensor<[2,8],f32>, %[[S:.*]]: !torch.vtensor<[2,8],f32>, %[[GH:.*]]: !torch.vtensor<[2,8],f32>
 // CHECK:         %[[G:.*]] = torch.aten.mm %[[GH]], %[[W]]
 // CHECK-NEXT:    %[[K:.*]]:2 = call @backward_k0(%[[G]], %[[S]], %[[GATE]]) : {{.*}} -> (!torch.vtensor<[2,8],f32>, !torch.vtensor<[2,8],f32>)
 // CHECK-NEXT:    %[[DW:.*]] = torch.aten.mm %[[K]]#0, %[[W]]
-// CHECK-NEXT:    return %[[DW]], %[[K]]#1
+// CHECK-NEXT:    return %{{.*}}, %[[DW]], %[[K]]#1
 // CHECK-LABEL: func.func private @backward_k0(
 // CHECK-SAME:    sp.kernel = {domain = array<i64: 2, 8>, ops = 4 : i64}
 // CHECK:         %[[UP:.*]] = torch.aten.mul.Tensor %arg0, %arg1
@@ -18,14 +20,17 @@
 // CHECK-NEXT:    %[[A:.*]] = torch.aten.mul.Tensor %arg0, %[[SG]]
 // CHECK-NEXT:    %[[B:.*]] = torch.aten.mul.Tensor %[[A]], %arg1
 // CHECK-NEXT:    return %[[UP]], %[[B]]
-func.func @backward(%w: !torch.vtensor<[8,8],f32>, %gate: !torch.vtensor<[2,8],f32>, %s: !torch.vtensor<[2,8],f32>, %gh: !torch.vtensor<[2,8],f32>) -> (!torch.vtensor<[2,8],f32>, !torch.vtensor<[2,8],f32>) {
+func.func @backward(%w: !torch.vtensor<[8,8],f32>, %gate: !torch.vtensor<[2,8],f32>, %s: !torch.vtensor<[2,8],f32>, %gh: !torch.vtensor<[2,8],f32>, %w64: !torch.vtensor<[8,64],f32>) -> (!torch.vtensor<[],f32>, !torch.vtensor<[2,8],f32>, !torch.vtensor<[2,8],f32>) attributes {sp.args = ["param:w", "saved:0", "saved:1", "input:gh", "param:w64"], sp.results = ["r", "dw", "b"]} {
+  %none = torch.constant.none
+  %big = torch.aten.mm %gh, %w64 : !torch.vtensor<[2,8],f32>, !torch.vtensor<[8,64],f32> -> !torch.vtensor<[2,64],f32>
+  %r = torch.aten.sum %big, %none : !torch.vtensor<[2,64],f32>, !torch.none -> !torch.vtensor<[],f32>
   %g = torch.aten.mm %gh, %w : !torch.vtensor<[2,8],f32>, !torch.vtensor<[8,8],f32> -> !torch.vtensor<[2,8],f32>
   %up = torch.aten.mul.Tensor %g, %s : !torch.vtensor<[2,8],f32>, !torch.vtensor<[2,8],f32> -> !torch.vtensor<[2,8],f32>
   %dw = torch.aten.mm %up, %w : !torch.vtensor<[2,8],f32>, !torch.vtensor<[8,8],f32> -> !torch.vtensor<[2,8],f32>
   %sg = torch.aten.sigmoid %gate : !torch.vtensor<[2,8],f32> -> !torch.vtensor<[2,8],f32>
   %a = torch.aten.mul.Tensor %g, %sg : !torch.vtensor<[2,8],f32>, !torch.vtensor<[2,8],f32> -> !torch.vtensor<[2,8],f32>
   %b = torch.aten.mul.Tensor %a, %s : !torch.vtensor<[2,8],f32>, !torch.vtensor<[2,8],f32> -> !torch.vtensor<[2,8],f32>
-  return %dw, %b : !torch.vtensor<[2,8],f32>, !torch.vtensor<[2,8],f32>
+  return %r, %dw, %b : !torch.vtensor<[],f32>, !torch.vtensor<[2,8],f32>, !torch.vtensor<[2,8],f32>
 }
 
 // -----
@@ -41,7 +46,7 @@ func.func @backward(%w: !torch.vtensor<[8,8],f32>, %gate: !torch.vtensor<[2,8],f
 // CHECK-COUNT-5: torch.aten.mm
 // CHECK-NEXT:    call @apart_k1(%[[G]])
 // CHECK-NEXT:    call @apart_k2(%arg1)
-func.func @apart(%w: !torch.vtensor<[8,8],f32>, %gate: !torch.vtensor<[2,8],f32>, %s: !torch.vtensor<[2,8],f32>, %gh: !torch.vtensor<[2,8],f32>) -> (!torch.vtensor<[2,8],f32>, !torch.vtensor<[2,8],f32>, !torch.vtensor<[2,8],f32>, !torch.vtensor<[2,8],f32>) {
+func.func @apart(%w: !torch.vtensor<[8,8],f32>, %gate: !torch.vtensor<[2,8],f32>, %s: !torch.vtensor<[2,8],f32>, %gh: !torch.vtensor<[2,8],f32>) -> (!torch.vtensor<[2,8],f32>, !torch.vtensor<[2,8],f32>, !torch.vtensor<[2,8],f32>, !torch.vtensor<[2,8],f32>) attributes {sp.args = ["param:w", "saved:0", "saved:1", "input:gh"], sp.results = ["m5", "d", "f", "b"]} {
   %g = torch.aten.mm %gh, %w : !torch.vtensor<[2,8],f32>, !torch.vtensor<[8,8],f32> -> !torch.vtensor<[2,8],f32>
   %up = torch.aten.mul.Tensor %g, %s : !torch.vtensor<[2,8],f32>, !torch.vtensor<[2,8],f32> -> !torch.vtensor<[2,8],f32>
   %dw = torch.aten.mm %up, %w : !torch.vtensor<[2,8],f32>, !torch.vtensor<[8,8],f32> -> !torch.vtensor<[2,8],f32>
@@ -66,7 +71,7 @@ func.func @apart(%w: !torch.vtensor<[8,8],f32>, %gate: !torch.vtensor<[2,8],f32>
 // CHECK-LABEL: func.func @rope(
 // CHECK:         %[[P:.*]] = torch.aten.mul.Tensor %arg0, %arg1
 // CHECK-NEXT:    call @rope_k0(%[[P]], %arg0, %arg2)
-func.func @rope(%g: !torch.vtensor<[2,8],f32>, %sin: !torch.vtensor<[8],f32>, %cos: !torch.vtensor<[8],f32>) -> !torch.vtensor<[2,8],f32> {
+func.func @rope(%g: !torch.vtensor<[2,8],f32>, %sin: !torch.vtensor<[8],f32>, %cos: !torch.vtensor<[8],f32>) -> !torch.vtensor<[2,8],f32> attributes {sp.args = ["input:g", "buffer:sin", "buffer:cos"], sp.results = ["out"]} {
   %int1 = torch.constant.int 1
   %int4 = torch.constant.int 4
   %int0 = torch.constant.int 0
@@ -81,4 +86,27 @@ func.func @rope(%g: !torch.vtensor<[2,8],f32>, %sin: !torch.vtensor<[8],f32>, %c
   %gc = torch.aten.mul.Tensor %g, %cos : !torch.vtensor<[2,8],f32>, !torch.vtensor<[8],f32> -> !torch.vtensor<[2,8],f32>
   %out = torch.aten.add.Tensor %gc, %rot, %int1 : !torch.vtensor<[2,8],f32>, !torch.vtensor<[2,8],f32>, !torch.int -> !torch.vtensor<[2,8],f32>
   return %out : !torch.vtensor<[2,8],f32>
+}
+
+// -----
+
+// A sibling whose result would be made before the function's peak (the [2,64] matmul) and live
+// across it, while g (returned) stays live anyway: the peak (sp-plan-memory's simulation) would grow
+// by its 64 bytes, so d(up) stays an ATen call and d(gate)'s chain a kernel of its own, where it was.
+// CHECK-LABEL: func.func @peak(
+// CHECK:         %[[G:.*]] = torch.aten.mm
+// CHECK-NEXT:    %[[UP:.*]] = torch.aten.mul.Tensor %[[G]], %arg2
+// CHECK-NEXT:    %[[BIG:.*]] = torch.aten.mm %[[UP]], %arg4
+// CHECK-NEXT:    torch.aten.sum %[[BIG]]
+// CHECK-NEXT:    call @peak_k0(%arg1, %[[G]], %arg2)
+func.func @peak(%w: !torch.vtensor<[8,8],f32>, %gate: !torch.vtensor<[2,8],f32>, %s: !torch.vtensor<[2,8],f32>, %gh: !torch.vtensor<[2,8],f32>, %w64: !torch.vtensor<[8,64],f32>) -> (!torch.vtensor<[],f32>, !torch.vtensor<[2,8],f32>, !torch.vtensor<[2,8],f32>) attributes {sp.args = ["param:w", "saved:0", "saved:1", "input:gh", "param:w64"], sp.results = ["r", "b", "g"]} {
+  %none = torch.constant.none
+  %g = torch.aten.mm %gh, %w : !torch.vtensor<[2,8],f32>, !torch.vtensor<[8,8],f32> -> !torch.vtensor<[2,8],f32>
+  %up = torch.aten.mul.Tensor %g, %s : !torch.vtensor<[2,8],f32>, !torch.vtensor<[2,8],f32> -> !torch.vtensor<[2,8],f32>
+  %big = torch.aten.mm %up, %w64 : !torch.vtensor<[2,8],f32>, !torch.vtensor<[8,64],f32> -> !torch.vtensor<[2,64],f32>
+  %r = torch.aten.sum %big, %none : !torch.vtensor<[2,64],f32>, !torch.none -> !torch.vtensor<[],f32>
+  %sg = torch.aten.sigmoid %gate : !torch.vtensor<[2,8],f32> -> !torch.vtensor<[2,8],f32>
+  %a = torch.aten.mul.Tensor %g, %sg : !torch.vtensor<[2,8],f32>, !torch.vtensor<[2,8],f32> -> !torch.vtensor<[2,8],f32>
+  %b = torch.aten.mul.Tensor %a, %s : !torch.vtensor<[2,8],f32>, !torch.vtensor<[2,8],f32> -> !torch.vtensor<[2,8],f32>
+  return %r, %b, %g : !torch.vtensor<[],f32>, !torch.vtensor<[2,8],f32>, !torch.vtensor<[2,8],f32>
 }
