@@ -16,8 +16,9 @@ never reorders a dependence. A closed region then takes in a *sibling* (`_siblin
 of its domain that reads its results or a value it reads, whose inputs all exist at its call, and
 that starts at most MAX_HOISTED ops after it (SwiGLU's backward: d(up) = g * silu(gate) and d(gate)
 both read g, and d(up)'s matmuls read d(up) in between; RMSNorm's backward after its weight
-gradient's product, with that product's column sum in between). The sibling's ops move up into that call, so
-its results live at most MAX_HOISTED ops longer. Regions of fewer than `min_ops` ops stay ATen calls.
+gradient's product, with that product's column sum in between). The sibling's ops move up into that
+call, so its results live at most MAX_HOISTED ops longer: a merge that would raise the function's
+peak (sp-plan-memory's simulation) is not made. Regions of fewer than `min_ops` ops stay ATen calls.
 
 Each region becomes `func.func private @<function>_k<n>` with `sp.kernel = {domain, ops}` and the
 ops moved into it (constants copied), called by `func.call`: device-neutral IR that the host
