@@ -32,14 +32,10 @@ from .base import Bytes, Pass, option
 from .ops import CONSTANT, UNPACK
 from .sp_plan_memory import nbytes
 from .tiling import Builder
-from .torch_ir import body_ops, dtype_str, funcs_of, op_name, shape, with_shape
+from .torch_ir import body_ops, dtype_str, funcs_of, int_attr, op_name, shape, with_shape
 
 COALESCED = ("sp.all_reduce", "sp.all_to_all")
 DEFAULT_BUCKET = 25 * 2**20   # DDP's default bucket
-
-
-def _int_attr(op, name: str) -> int:
-    return ir.IntegerAttr(op.operation.attributes[name]).value
 
 
 def _key(op) -> tuple:
@@ -48,7 +44,7 @@ def _key(op) -> tuple:
     key = (op_name(op), tuple(sorted((a, str(attrs[a])) for a in attrs)), dtype_str(x.type))
     if op_name(op) == "sp.all_to_all":
         s = list(shape(x))
-        s[_int_attr(op, "scatter_dim")] = s[_int_attr(op, "gather_dim")] = -1   # the dims operands may differ in
+        s[int_attr(op, "scatter_dim")] = s[int_attr(op, "gather_dim")] = -1   # the dims operands may differ in
         key += (tuple(s),)
     return key
 
@@ -58,7 +54,7 @@ def _packable(ops: list) -> list[list]:
     split a group into such sets, by gather-dim size when both differ."""
     if op_name(ops[0]) != "sp.all_to_all":
         return [ops]
-    s, g = _int_attr(ops[0], "scatter_dim"), _int_attr(ops[0], "gather_dim")
+    s, g = int_attr(ops[0], "scatter_dim"), int_attr(ops[0], "gather_dim")
     if any(len({shape(o.operation.operands[0])[d] for o in ops}) == 1 for d in (s, g)):
         return [ops]
     by_g: dict[int, list] = {}
@@ -95,7 +91,7 @@ class Packer(Builder):
         return [self.view(like, p, shape(x)) for p, x in zip(self.split(like, reduced, sizes, 0, [[n] for n in sizes]), xs)]
 
     def all_to_all(self, like, xs: list[ir.Value], outs: list[list[int]]) -> list[ir.Value]:
-        s, g = _int_attr(like, "scatter_dim"), _int_attr(like, "gather_dim")
+        s, g = int_attr(like, "scatter_dim"), int_attr(like, "gather_dim")
         n = shape(xs[0])[s] // outs[0][s]   # the group's size
         if len({shape(x)[g] for x in xs}) > 1:
             # along the gather dim (the scatter dims agree): the result holds, per peer, every
@@ -116,7 +112,7 @@ class Packer(Builder):
     @staticmethod
     def move(like, x: ir.Value, n: int) -> ir.Value:
         """The all-to-all `like` (its dims and group) of x, over n ranks."""
-        s, g = _int_attr(like, "scatter_dim"), _int_attr(like, "gather_dim")
+        s, g = int_attr(like, "scatter_dim"), int_attr(like, "gather_dim")
         out = _resize(_resize(shape(x), s, shape(x)[s] // n), g, shape(x)[g] * n)
         with like.location:
             return AllToAllOp(x, like.attributes["scatter_dim"], like.attributes["gather_dim"],

@@ -27,11 +27,7 @@ from .base import Pass
 from .ops import SHARD_SLICE
 from .sp_propagate_sequence import INT64_MAX
 from .tiling import Builder
-from .torch_ir import body_ops, const_float, funcs_of, op_name, shape, with_shape
-
-
-def _int_attr(op, name: str) -> int:
-    return ir.IntegerAttr(op.operation.attributes[name]).value
+from .torch_ir import body_ops, const_float, funcs_of, int_attr, op_name, shape, with_shape
 
 
 def _group(op) -> str:
@@ -53,8 +49,8 @@ class ElideHalo(Pass):
         sliced = halo.operation.operands[0].owner
         if not isinstance(sliced, (ir.Operation, ir.OpView)) or op_name(sliced) != SHARD_SLICE:
             return
-        dim, width = _int_attr(halo, "dim"), _int_attr(halo, "width")
-        if _int_attr(sliced, "dim") != dim or _group(sliced) != _group(halo):
+        dim, width = int_attr(halo, "dim"), int_attr(halo, "width")
+        if int_attr(sliced, "dim") != dim or _group(sliced) != _group(halo):
             return
         x = sliced.operation.operands[0]
         whole = shape(x)
@@ -62,18 +58,16 @@ class ElideHalo(Pass):
         pad[-1] = width
         b = Builder()
         fill = ir.FloatAttr(halo.operation.attributes["fill"]).value
-        with ir.InsertionPoint(halo.operation):
+        with ir.InsertionPoint(halo.operation), halo.location:
             rest = b.emit(halo.operation, "slice.Tensor",
                           [x, b.const(halo.operation, dim), b.const(halo.operation, width),
                            b.const(halo.operation, INT64_MAX), b.const(halo.operation, 1)],
                           [with_shape(x.type, [n - width if i == dim else n for i, n in enumerate(whole)])])
-            with halo.location:
-                value = const_float(fill)
+            value = const_float(fill)
             shifted = b.emit(halo.operation, "constant_pad_nd",
                              [rest.results[0], b.int_list(halo.operation, pad), value], [x.type])
-            with halo.location:
-                out = ShardSliceOp(shifted.results[0], sliced.operation.attributes["dim"],
-                                   sliced.operation.attributes["group"], out=halo.operation.results[0].type).out
+            out = ShardSliceOp(shifted.results[0], sliced.operation.attributes["dim"],
+                               sliced.operation.attributes["group"], out=halo.operation.results[0].type).out
         b.check()
         halo.operation.results[0].replace_all_uses_with(out)
         halo.operation.erase()

@@ -27,6 +27,7 @@ lowering runs as the ATen ops it holds (the fallback) and codegen lowers to a Tr
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import takewhile
 from typing import ClassVar
 
 from torch_mlir import ir
@@ -35,7 +36,7 @@ from torch_mlir.dialects import func as func_d
 from .base import Pass, option
 from .ops import CAT, CONSTANT, FUSIBLE, LIST, PIECES, ROW_REDUCTIONS, UNARY, UNPACK
 from .sp_plan_memory import Simulation, nbytes, saved_storage   # which imports nothing of sp-fuse
-from .torch_ir import body_ops, const_value, funcs_of, is_tensor, op_name, shape
+from .torch_ir import body_ops, const_value, funcs_of, is_free, is_tensor, op_name, shape
 
 
 MAX_HOISTED = 4   # the most host ops a sibling region's results are made earlier than they were
@@ -70,11 +71,6 @@ def _constant(v: ir.Value) -> bool:
     if not isinstance(owner, (ir.Operation, ir.OpView)):
         return False
     return op_name(owner).startswith(CONSTANT) or (op_name(owner) == LIST and const_value(v)[0])
-
-
-def _constant_op(op) -> bool:
-    """A constant or a list of values: no launch, no memory."""
-    return op_name(op).startswith(CONSTANT) or op_name(op) == LIST
 
 
 def _domain(op) -> list[int] | None:
@@ -205,7 +201,7 @@ def _siblings(func, found: list[_Region], min_ops: int, owned: dict | None) -> l
     the sibling's inputs are not counted). The regions of at least min_ops ops."""
     ops = body_ops(func)
     at = {o.operation: i for i, o in enumerate(ops)}
-    counted = [not _constant_op(o) for o in ops]
+    counted = [not is_free(o) for o in ops]
     peak, moments = _moments(func, [r for r in found if len(r.ops) >= min_ops], owned)
     extra = [0] * len(ops)   # bytes of siblings' results moved up, live at each op
 
@@ -228,11 +224,10 @@ def _siblings(func, found: list[_Region], min_ops: int, owned: dict | None) -> l
         inner = {o.operation for o in y.ops}
         out = sum(nbytes(v) for o in y.ops for v in o.operation.results if is_tensor(v)
                   and any(u.owner not in inner for u in v.uses))
-        into = None
-        for x in reversed(kept):   # the nearest first: the least hoisting
+        near = takewhile(lambda x: call(x) >= first or sum(counted[call(x) + 1:first]) <= MAX_HOISTED,
+                         reversed(kept))   # the nearest first: the least hoisting
+        for x in near:
             c = call(x)
-            if c < first and sum(counted[c + 1:first]) > MAX_HOISTED:
-                break   # and every region before it
             made = {v for o in x.ops for v in o.operation.results}
             domain = _merged(x.domain, y.domain)
             related = ins & made or {v for v in ins & inputs(x) if produced(v) >= 0}
@@ -243,11 +238,10 @@ def _siblings(func, found: list[_Region], min_ops: int, owned: dict | None) -> l
                     max(moments[t] + extra[t] for t in span) + out <= peak:
                 for t in span:
                     extra[t] += out
-                into = x
                 x.call_at = ops[c].operation
                 x.domain, x.ops = domain, x.ops + y.ops
                 break
-        if into is None:
+        else:
             kept.append(y)
     return [r for r in kept if len(r.ops) >= min_ops]
 
@@ -266,7 +260,7 @@ def _moments(func, regs: list[_Region], owned: dict | None) -> tuple[int, list[i
     calls = {ir.FlatSymbolRefAttr(o.operation.attributes["callee"]).value: o.operation
              for o in body_ops(copy) if op_name(o) == "func.call"}
     # what stands for each op of func in the copy (constants: nothing, outlining may erase them)
-    stands = [None if _constant_op(o) else t.operation for o, t in zip(ops, twin)]
+    stands = [None if is_free(o) else t.operation for o, t in zip(ops, twin)]
     for name, r in zip(names, regs):
         for o in r.ops:
             stands[index[o.operation]] = calls[name]

@@ -26,8 +26,8 @@ from autosp.units import human
 from .aten_call import ELEMENT_TYPES
 from .attributes import func_attr
 from .base import Bytes, Pass, PassError, option
-from .ops import A, COLLECTIVE_STAGING, CONSTANT, LIST, RING_ATTENTION, RING_ATTENTION_GRAD, STRIDED, VIEWS
-from .torch_ir import body_ops, const_value, dtype_str, funcs_of, is_tensor, op_name, shape, strings
+from .ops import A, COLLECTIVE_STAGING, LIST, RING_ATTENTION, RING_ATTENTION_GRAD, STRIDED, VIEWS
+from .torch_ir import body_ops, const_value, dtype_str, funcs_of, is_free, is_tensor, op_name, shape, strings
 
 
 
@@ -80,8 +80,7 @@ class Simulation:
     def __init__(self, func, owned: dict[int, tuple[int, int]] | None = None):
         self.func = func
         self.owned = owned or {}
-        self.ops = [o for o in body_ops(func) if not op_name(o).startswith(CONSTANT)
-                    and op_name(o) != LIST]
+        self.ops = [o for o in body_ops(func) if not is_free(o)]
         self.moments: list[int] = []   # after run: the live bytes at each op's peak moment (tick 4i+2)
 
     def run(self) -> tuple[int, dict[str, int], list[int], list[tuple[int, int]]]:

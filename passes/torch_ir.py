@@ -7,6 +7,7 @@ from typing import Any
 from torch_mlir import ir
 
 from autosp.dialects.sp import vtensor_shape
+from .ops import CONSTANT, LIST
 
 _VT = re.compile(r"!torch\.vtensor<\[[^\]]*\],([^>]+)>")
 I64 = lambda: ir.IntegerType.get_signless(64)  # noqa: E731
@@ -18,6 +19,15 @@ def op_name(op) -> str:
     if op.name == "torch.operator":
         return ir.StringAttr(op.attributes["name"]).value
     return op.name
+
+
+def is_free(op) -> bool:
+    """A constant or a list of values: an operand, never an instruction (no launch, no memory)."""
+    return op_name(op).startswith(CONSTANT) or op_name(op) == LIST
+
+
+def int_attr(op, name: str) -> int:
+    return ir.IntegerAttr(op.operation.attributes[name]).value
 
 
 def funcs_of(module) -> list[ir.Operation]:
