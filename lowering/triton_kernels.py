@@ -12,7 +12,9 @@ one tl.sum / tl.max), BLOCK_R so that a block holds ~2K elements. All shapes are
 of an operand broadcast into S are constant expressions, and the only arguments are pointers to
 contiguous tensors (the inputs, then the outputs). Values are computed in fp32; an explicit cast
 (autocast's) rounds to its dtype; outputs are rounded once, at the store. ATen rounds bf16 after
-every op instead, hence the tolerance the numerics test argues for.
+every op instead, hence the tolerance the numerics test argues for. Last-dim pieces (RoPE's halves)
+are expressions of their column, placed where the cat puts them: an input loaded at the shifted
+column, a value the kernel computes evaluated again there from its definition.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ import importlib.util
 import itertools
 import math
 import os
+import re
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -29,6 +32,7 @@ import torch
 
 from autosp.runtime.artifact import DTYPES, POINTER_TYPES as POINTER, resolve
 
+_REF = re.compile(r"\bv(\d+)\b|\bc\b")   # a register or the column in an expression
 MAX_BLOCK_N = 1 << 16     # a row must fit one block (a row reduction is a single tl.sum)
 BLOCK_ELEMENTS = 2048     # rows per block: BLOCK_R x BLOCK_N ~ this many elements
 TL_DTYPE = {"float32": "tl.float32", "bfloat16": "tl.bfloat16", "float16": "tl.float16", "bool": "tl.int1",
@@ -113,6 +117,8 @@ class _Writer:
         self.lines: list[str] = []
         self.pieces: dict[int, tuple[str, int]] = {}   # register -> (expression of @COL@, width)
         self.lists: dict[int, list[tuple[str, int]]] = {}   # a split's pieces
+        self.defs: dict[int, str] = {}     # register -> its expression of other registers and the column c
+        self.shapes: dict[int, list[int]] = {}   # computed register -> shape
 
     # ------------------------------------------------------------------ operands
     def _offset(self, shape: list[int]) -> tuple[str, str]:
@@ -138,24 +144,36 @@ class _Writer:
                  for d in range(len(S) - 1) if shape[d] != 1]
         return " + ".join(terms) or "0"
 
-    def _input(self, reg: int) -> dict:
-        """The spec of an input register: pieces are cut from memory, never from computed values."""
-        if reg >= len(self.k["args"]):
-            raise Unsupported("a piece of a value the kernel computes")
-        return self.k["args"][reg]
+    def _shape(self, reg: int) -> list[int]:
+        return self.k["args"][reg]["shape"] if reg < len(self.k["args"]) else self.shapes[reg]
 
     def _piece(self, x: int, start: int, width: int) -> tuple[str, int]:
-        """A last-dim piece of input x from column `start`: an expression of its column, @COL@."""
-        spec = self._input(x)
-        rows, n = self._row_offset(spec["shape"]), spec["shape"][-1]
-        col = f"(@COL@ + {start})"
-        value = f"tl.load(in{x} + {rows} + {col}, mask=rmask & ({col} >= 0) & ({col} < {n}), other=0)"
-        return value + (".to(tl.float32)" if spec["dtype"] in FLOATS else ""), width
+        """A last-dim piece of register x from column `start`: an expression of its column, @COL@."""
+        return self._at(x, f"(@COL@ + {start})"), width
+
+    def _at(self, reg: int, col: str) -> str:
+        """Register reg at column `col` instead of c: an input loaded there, a value computed in the
+        kernel evaluated again there from its definition (a row's value is the same at every column)."""
+        shape = self._shape(reg)
+        if not shape or shape[-1] == 1:
+            return f"v{reg}"
+        if reg < len(self.k["args"]):
+            spec = self.k["args"][reg]
+            value = f"tl.load(in{reg} + {self._row_offset(shape)} + {col}, " \
+                    f"mask=rmask & ({col} >= 0) & ({col} < {shape[-1]}), other=0)"
+            return value + (".to(tl.float32)" if spec["dtype"] in FLOATS else "")
+        if reg not in self.defs:
+            raise Unsupported("a piece of a piece")
+        return _REF.sub(lambda m: col if m.group(0) == "c" else self._at(int(m.group(1)), col), self.defs[reg])
 
     def _load(self, i: int, spec: dict) -> None:
         off, mask = self._offset(spec["shape"])
         v = f"tl.load(in{i} + {off}" + (f", mask={mask}, other=0)" if mask else ")")
         self.emit(f"v{i} = {v}" + (".to(tl.float32)" if spec["dtype"] in FLOATS else ""))
+
+    def define(self, reg: int, expr: str) -> None:
+        self.defs[reg] = expr
+        self.emit(f"v{reg} = {expr}")
 
     def emit(self, line: str) -> None:
         self.lines.append("    " + line)
@@ -188,17 +206,17 @@ class _Writer:
             value = pieces[-1][0].replace("@COL@", f"(c - {starts[-2]})")
             for (expr, width), begin in reversed(list(zip(pieces[:-1], starts))):
                 value = f"tl.where(c < {begin + width}, {expr.replace('@COL@', f'(c - {begin})')}, {value})"
-            self.emit(f"v{out[0]} = {value}")
+            self.define(out[0], value)
             return True
         a = _named(inst)
         if op == "aten.slice.Tensor":
             x = a["self"][1]
-            begin, end, _ = slice(a["start"][1], a["end"][1]).indices(self._input(x)["shape"][-1])
+            begin, end, _ = slice(a["start"][1], a["end"][1]).indices(self._shape(x)[-1])
             self.pieces[out[0]] = self._piece(x, begin, end - begin)
             return True
         if op == "aten.split.Tensor":
             x, size = a["self"][1], a["split_size"][1]
-            n = self._input(x)["shape"][-1]
+            n = self._shape(x)[-1]
             self.lists[out[0]] = [self._piece(x, j, min(size, n - j)) for j in range(0, n, size)]
             return True
         tensors = [v for v in a.values() if v[0] == "r"]
@@ -330,13 +348,12 @@ class _Writer:
         for i, spec in enumerate(k["args"]):
             self._load(i, spec)
         for inst in k["instructions"]:
+            self.shapes.update(zip(inst["out"], inst["shapes"]))
             if self.piece_op(inst):
                 continue
             if len(inst["out"]) != 1:
                 raise Unsupported(f"{inst['op']} gives {len(inst['out'])} results")
-            expr = self.op(inst)
-            r = inst["out"][0]
-            self.emit(f"v{r} = {expr}")
+            self.define(inst["out"][0], self.op(inst))
         for j, (reg, spec) in enumerate(zip(k["outputs"], k["results"])):
             if spec["dtype"] not in TL_DTYPE:
                 raise Unsupported(f"a {spec['dtype']} result")

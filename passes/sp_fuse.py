@@ -6,8 +6,8 @@ static shape [rows..., N] (ops.FUSIBLE and ops.ROW_REDUCTIONS):
   - reductions over the last dim with keepdim (RMSNorm's mean, a softmax's max and sum).
 Operands broadcast into the domain (a weight [N], a row statistic [rows..., 1], a scalar). So the
 RMSNorm chain, a residual add with the norm after it, SwiGLU's silu * up, RoPE (its halves: last-dim
-pieces of an input, see `regions`) and their backwards each become one kernel; matmuls, attention,
-collectives and views stay as they are (the kernel's inputs and outputs are whatever they read and make).
+pieces of an input or of a value it computes, see `regions`) and their backwards each become one
+kernel; matmuls, attention, collectives and views stay as they are (the kernel's inputs and outputs are whatever they read and make).
 
 Regions grow greedily in program order. An op joins the region(s) its operands come from when the
 domains agree and no op outside the region has read the region's values yet ("open"): the call
@@ -36,7 +36,7 @@ from torch_mlir.dialects import func as func_d
 from .base import Pass, option
 from .ops import CAT, CONSTANT, FUSIBLE, LIST, PIECES, ROW_REDUCTIONS, UNARY, UNPACK
 from .sp_plan_memory import Simulation, nbytes, saved_storage   # which imports nothing of sp-fuse
-from .torch_ir import body_ops, const_value, funcs_of, is_free, is_tensor, op_name, shape
+from .torch_ir import body_ops, const_value, funcs_of, is_free, is_tensor, is_tensor_list, op_name, shape
 
 
 MAX_HOISTED = 4   # the most host ops a sibling region's results are made earlier than they were
@@ -114,14 +114,54 @@ def _pieces_of(op) -> ir.Value | None:
     return None
 
 
+def _same(a: ir.Value | None, b: ir.Value) -> bool:
+    return a is not None and a == b
+
+
+def _piece_root(v: ir.Value) -> ir.Value | None:
+    """The value that v is a piece of, through unpacks and unary ops of pieces, else None."""
+    while isinstance(v.owner, (ir.Operation, ir.OpView)):
+        o = v.owner
+        if _pieces_of(o) is not None:
+            return _pieces_of(o)
+        if op_name(o) != UNPACK and not (op_name(o) in UNARY and sum(map(is_tensor, o.operands)) == 1):
+            return None
+        v = next(x for x in o.operands if is_tensor(x) or is_tensor_list(x))
+    return None
+
+
+def _rejoined(src: ir.Value) -> bool:
+    """Whether every piece cut from src is only ever put back together: read by unpacks and unary ops
+    of pieces, ending in last-dim cats of pieces of src. Then cutting them in the kernel computing src
+    cannot leave that kernel with a piece read outside (which would undo the whole kernel)."""
+    def inside(v: ir.Value) -> bool:
+        for u in v.uses:
+            o = u.owner
+            name = op_name(o)
+            if name == UNPACK or name in FUSIBLE and name in UNARY and sum(map(is_tensor, o.operands)) == 1:
+                if not all(inside(r) for r in o.results):
+                    return False
+            elif name == LIST:
+                cats = [w.owner for w in o.results[0].uses]
+                if not cats or not all(op_name(c) == CAT and _last_dim(c.results[0], c.operands[1]) for c in cats) \
+                        or not all(_same(_piece_root(e), src) for e in o.operands):
+                    return False
+            else:
+                return False
+        return True
+    return all(inside(r) for u in src.uses if _same(_pieces_of(u.owner), src) for r in u.owner.results)
+
+
 def regions(func, min_ops: int, owned: dict[int, tuple[int, int]] | None = None) -> list[_Region]:
     """The fusible regions of one function, each of at least min_ops ops, in program order, closed
     regions merged with their siblings where that does not raise the function's peak (its arguments
     in `owned` counted as sp-plan-memory counts them: Simulation).
 
-    Beside the domain's values, a region may hold *pieces*: last-dim slices of one of its inputs (a
-    slice, or a split and its unpack), elementwise ops of one piece, and a last-dim cat of pieces back
-    into the domain (RoPE's rotate_half, forward and backward). A piece never leaves its kernel."""
+    Beside the domain's values, a region may hold *pieces*: last-dim slices of one of its inputs or
+    of a value it computes when every piece of that value is put back (`_rejoined`; a slice, or a
+    split and its unpack), elementwise ops of one piece, and a last-dim cat of pieces back into the
+    domain (RoPE's rotate_half, forward, and backward where the rotated value is g * sin). A piece
+    never leaves its kernel: codegen evaluates a piece of a computed value again at its columns."""
     owner: dict[ir.Value, _Region] = {}
     found: list[_Region] = []
     pieces: set[ir.Value] = set()
@@ -144,9 +184,15 @@ def regions(func, min_ops: int, owned: dict[int, tuple[int, int]] | None = None)
         tensors = [x for x in o.operands if is_tensor(x)]
         open_piece = lambda v: v in pieces and owner[v].open  # noqa: E731
         joined, members, cut = None, [op], False
-        if _pieces_of(op) is not None:   # pieces of a kernel input: a region of their own
-            joined, cut = _Region(shape(_pieces_of(op))), True
-            found.append(joined)
+        if (src := _pieces_of(op)) is not None:
+            cut, source = True, owner.get(src)
+            if source is not None and source.open and _merged(source.domain, shape(src)) is not None \
+                    and _rejoined(src):
+                joined = source   # pieces of a value the kernel computes
+                joined.domain = _merged(source.domain, shape(src))
+            else:                 # pieces of a kernel input: a region of their own
+                joined = _Region(shape(src))
+                found.append(joined)
         elif name == UNPACK and open_piece(o.operands[0]) or (
                 name in FUSIBLE and name in UNARY and len(tensors) == 1 and open_piece(tensors[0])
                 and all(is_tensor(x) or _constant(x) for x in o.operands)):
@@ -220,7 +266,6 @@ def _siblings(func, found: list[_Region], min_ops: int, owned: dict | None) -> l
     kept: list[_Region] = []
     for y in found:
         first, ins = min(at[o.operation] for o in y.ops), inputs(y)
-        cut = {_pieces_of(o) for o in y.ops} - {None}   # pieces are cut from a kernel's inputs only
         inner = {o.operation for o in y.ops}
         out = sum(nbytes(v) for o in y.ops for v in o.operation.results if is_tensor(v)
                   and any(u.owner not in inner for u in v.uses))
@@ -231,7 +276,7 @@ def _siblings(func, found: list[_Region], min_ops: int, owned: dict | None) -> l
             made = {v for o in x.ops for v in o.operation.results}
             domain = _merged(x.domain, y.domain)
             related = ins & made or {v for v in ins & inputs(x) if produced(v) >= 0}
-            if domain is None or not related or cut & made or c >= first:
+            if domain is None or not related or c >= first:
                 continue
             span = range(c, first)
             if all(v in made or produced(v) < c for v in ins) and \

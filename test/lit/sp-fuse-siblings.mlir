@@ -66,30 +66,6 @@ func.func @apart(%w: !torch.vtensor<[8,8],f32>, %gate: !torch.vtensor<[2,8],f32>
 
 // -----
 
-// RoPE's backward: the halves of g * sin are cut from a value, which a kernel can only do to one of
-// its inputs: the product stays an ATen call before the rotation's kernel.
-// CHECK-LABEL: func.func @rope(
-// CHECK:         %[[P:.*]] = torch.aten.mul.Tensor %arg0, %arg1
-// CHECK-NEXT:    call @rope_k0(%[[P]], %arg0, %arg2)
-func.func @rope(%g: !torch.vtensor<[2,8],f32>, %sin: !torch.vtensor<[8],f32>, %cos: !torch.vtensor<[8],f32>) -> !torch.vtensor<[2,8],f32> attributes {sp.args = ["input:g", "buffer:sin", "buffer:cos"], sp.results = ["out"]} {
-  %int1 = torch.constant.int 1
-  %int4 = torch.constant.int 4
-  %int0 = torch.constant.int 0
-  %int8 = torch.constant.int 8
-  %int-1 = torch.constant.int -1
-  %p = torch.aten.mul.Tensor %g, %sin : !torch.vtensor<[2,8],f32>, !torch.vtensor<[8],f32> -> !torch.vtensor<[2,8],f32>
-  %lo = torch.aten.slice.Tensor %p, %int-1, %int0, %int4, %int1 : !torch.vtensor<[2,8],f32>, !torch.int, !torch.int, !torch.int, !torch.int -> !torch.vtensor<[2,4],f32>
-  %hi = torch.aten.slice.Tensor %p, %int-1, %int4, %int8, %int1 : !torch.vtensor<[2,8],f32>, !torch.int, !torch.int, !torch.int, !torch.int -> !torch.vtensor<[2,4],f32>
-  %n = torch.aten.neg %lo : !torch.vtensor<[2,4],f32> -> !torch.vtensor<[2,4],f32>
-  %l = torch.prim.ListConstruct %hi, %n : (!torch.vtensor<[2,4],f32>, !torch.vtensor<[2,4],f32>) -> !torch.list<vtensor>
-  %rot = torch.aten.cat %l, %int-1 : !torch.list<vtensor>, !torch.int -> !torch.vtensor<[2,8],f32>
-  %gc = torch.aten.mul.Tensor %g, %cos : !torch.vtensor<[2,8],f32>, !torch.vtensor<[8],f32> -> !torch.vtensor<[2,8],f32>
-  %out = torch.aten.add.Tensor %gc, %rot, %int1 : !torch.vtensor<[2,8],f32>, !torch.vtensor<[2,8],f32>, !torch.int -> !torch.vtensor<[2,8],f32>
-  return %out : !torch.vtensor<[2,8],f32>
-}
-
-// -----
-
 // A sibling whose result would be made before the function's peak (the [2,64] matmul) and live
 // across it, while g (returned) stays live anyway: the peak (sp-plan-memory's simulation) would grow
 // by its 64 bytes, so d(up) stays an ATen call and d(gate)'s chain a kernel of its own, where it was.
