@@ -9,8 +9,8 @@ The kernel's domain is its largest shape S = [rows..., N] (every value of a kern
 per row [rows..., 1], or broadcast into S: sp-fuse's contract). A program instance computes a block
 of BLOCK_R rows x BLOCK_N columns, BLOCK_N = N rounded up to a power of two (a row reduction is
 one tl.sum / tl.max), BLOCK_R so that a block holds ~2K elements. All shapes are static: the offsets
-of an operand broadcast into S are constant expressions, and the only arguments are pointers to
-contiguous tensors (the inputs, then the outputs). Values are computed in fp32; an explicit cast
+of an operand broadcast into S are expressions of its strides (arguments, the last dim's unit: views
+of the leading dims need no copy), outputs are contiguous. Values are computed in fp32; an explicit cast
 (autocast's) rounds to its dtype; outputs are rounded once, at the store. ATen rounds bf16 after
 every op instead, hence the tolerance the numerics test argues for. Last-dim pieces (RoPE's halves)
 are expressions of their column, placed where the cat puts them: an input loaded at the shifted
@@ -30,7 +30,8 @@ from typing import Any
 
 import torch
 
-from autosp.runtime.artifact import DTYPES, POINTER_TYPES as POINTER, resolve
+from autosp.runtime.artifact import DTYPES, POINTER_TYPES as POINTER, launch_args, resolve
+from autosp.runtime.gpu_kernels import operands
 
 _REF = re.compile(r"\bv(\d+)\b|\bc\b")   # a register or the column in an expression
 MAX_BLOCK_N = 1 << 16     # a row must fit one block (a row reduction is a single tl.sum)
@@ -121,27 +122,28 @@ class _Writer:
         self.shapes: dict[int, list[int]] = {}   # computed register -> shape
 
     # ------------------------------------------------------------------ operands
-    def _offset(self, shape: list[int]) -> tuple[str, str]:
-        """(offset expression, mask) of a contiguous operand of `shape` broadcast into the domain."""
-        if shape == self.S:
-            return f"r * {self.N} + c", "rmask & cmask"
+    def _offset(self, i: int) -> tuple[str, str]:
+        """(offset expression, mask) of input i broadcast into the domain, read through its strides."""
+        shape = self.k["args"][i]["shape"]
         if shape and shape[-1] not in (1, self.N):
             raise Unsupported(f"operand of shape {shape} does not broadcast into {self.S}")
-        rows = self._row_offset(shape)
+        rows = self._row_offset(i)
         terms, masks = ([rows], ["rmask"]) if rows != "0" else ([], [])
         if self.S and shape and shape[-1] != 1:
             terms.append("c")
             masks.append("cmask")
         return " + ".join(terms) or "0", " & ".join(masks)
 
-    def _row_offset(self, shape: list[int]) -> str:
-        """The offset of a row's first element in an operand of `shape` broadcast into the domain's rows."""
-        S = self.S
+    def _row_offset(self, i: int) -> str:
+        """The offset of a row's first element in input i, broadcast into the domain's rows: a row's
+        index in each dim of the domain times the input's stride there (`in<i>_s<dim>`, an argument;
+        the last dim's is 1, see launch_args)."""
+        S, shape = self.S, self.k["args"][i]["shape"]
         if len(shape) > len(S) or any(t not in (1, s) for t, s in zip(reversed(shape[:-1]), reversed(S[:-1]))):
             raise Unsupported(f"operand of shape {shape} does not broadcast into {S}")
-        shape = [1] * (len(S) - len(shape)) + list(shape)
-        terms = [f"((r // {math.prod(S[d + 1:-1])}) % {S[d]}) * {math.prod(shape[d + 1:])}"
-                 for d in range(len(S) - 1) if shape[d] != 1]
+        lead = len(S) - len(shape)
+        terms = [f"((r // {math.prod(S[d + 1:-1])}) % {S[d]}) * in{i}_s{d - lead}"
+                 for d in range(lead, len(S) - 1) if shape[d - lead] != 1]
         return " + ".join(terms) or "0"
 
     def _shape(self, reg: int) -> list[int]:
@@ -159,7 +161,7 @@ class _Writer:
             return f"v{reg}"
         if reg < len(self.k["args"]):
             spec = self.k["args"][reg]
-            value = f"tl.load(in{reg} + {self._row_offset(shape)} + {col}, " \
+            value = f"tl.load(in{reg} + {self._row_offset(reg)} + {col}, " \
                     f"mask=rmask & ({col} >= 0) & ({col} < {shape[-1]}), other=0)"
             return value + (".to(tl.float32)" if spec["dtype"] in FLOATS else "")
         if reg not in self.defs:
@@ -167,7 +169,7 @@ class _Writer:
         return _REF.sub(lambda m: col if m.group(0) == "c" else self._at(int(m.group(1)), col), self.defs[reg])
 
     def _load(self, i: int, spec: dict) -> None:
-        off, mask = self._offset(spec["shape"])
+        off, mask = self._offset(i)
         v = f"tl.load(in{i} + {off}" + (f", mask={mask}, other=0)" if mask else ")")
         self.emit(f"v{i} = {v}" + (".to(tl.float32)" if spec["dtype"] in FLOATS else ""))
 
@@ -338,8 +340,7 @@ class _Writer:
     # ------------------------------------------------------------------ the function
     def write(self) -> TritonKernel:
         k = self.k
-        n_in, n_out = len(k["args"]), len(k["results"])
-        params = [f"in{i}" for i in range(n_in)] + [f"out{j}" for j in range(n_out)]
+        params = [name for name, _ in launch_args(k)]
         self.emit("pid = tl.program_id(0)")
         self.emit("r = pid * BLOCK_R + tl.arange(0, BLOCK_R)[:, None]")
         self.emit("c = tl.arange(0, BLOCK_N)[None, :]")
@@ -371,8 +372,7 @@ class _Writer:
         head = [f"BLOCK_R = tl.constexpr({self.BR})", f"BLOCK_N = tl.constexpr({self.BN})", "", "",
                 "@triton.jit", f"def {self.name}({', '.join(params)}):"]
         source = "\n".join(["import triton", "import triton.language as tl", "", *head, *self.lines]) + "\n"
-        signature = {f"in{i}": POINTER[s["dtype"]] for i, s in enumerate(k["args"])}
-        signature.update({f"out{j}": POINTER[s["dtype"]] for j, s in enumerate(k["results"])})
+        signature = dict(launch_args(k))
         block = self.BR * self.BN
         return TritonKernel(self.name, source, signature, grid=-(-self.rows // self.BR),
                             num_warps=4 if block <= 2048 else 8 if block <= 8192 else 16,
@@ -419,5 +419,6 @@ def launch(fn, tk: TritonKernel, inputs: list[torch.Tensor], results: list[dict]
     """Run a loaded kernel on torch tensors (the interpreter's CPU tensors in the tests)."""
     outs = [torch.empty(r["shape"], dtype=DTYPES[r["dtype"]], device=inputs[0].device if inputs else "cpu")
             for r in results]
-    fn[(tk.grid,)](*[t.contiguous() for t in inputs], *outs, num_warps=tk.num_warps)
+    xs, strides = operands(inputs)
+    fn[(tk.grid,)](*xs, *outs, *strides, num_warps=tk.num_warps)
     return outs

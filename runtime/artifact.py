@@ -23,8 +23,10 @@ from dataclasses import dataclass
 import torch
 
 # 2: sliding-window attention, kernels (sp.kernel); 3: packed documents (the step's inputs PACKED_INPUTS,
-# attention's document positions); an older runtime refuses the newer format by its version
-FORMAT_VERSION = 3
+# attention's document positions); 4: kernel objects read their inputs through strides (launch_args);
+# an older runtime refuses the newer format by its version
+FORMAT_VERSION = 4
+STRIDED_KERNELS = 4   # the first version whose kernel objects take their inputs' strides
 INPUTS = ("input_ids", "labels")   # the step's token inputs, [batch, seq] each
 # with packed documents also the model's position_ids and each token's position in its document, which
 # attention reads (runtime/documents.py derives it from position_ids and a padding mask)
@@ -37,6 +39,17 @@ DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
 # a kernel object's pointer argument per tensor dtype (Triton's type names; kernels/<arch>/launch.json)
 POINTER_TYPES = {"float32": "*fp32", "bfloat16": "*bf16", "float16": "*fp16", "bool": "*i1", "int64": "*i64",
                  "int32": "*i32", "uint8": "*u8", "int8": "*i8"}
+
+
+def launch_args(kernel: dict) -> list[tuple[str, str]]:
+    """A fused kernel object's arguments, (name, Triton type): a pointer per input, then per output,
+    then every input's strides in elements but the last dim's (i64, one per dim): inputs are read
+    through them, so a view whose last dim is unit-stride (a transpose of the leading dims, RoPE's
+    [batch, heads, seq, head_dim] of a [batch, seq, heads, head_dim] projection) is passed as it is;
+    the last dim's unit stride lets loads vectorize. Outputs are allocated contiguous."""
+    return ([(f"in{i}", POINTER_TYPES.get(a["dtype"])) for i, a in enumerate(kernel["args"])]
+            + [(f"out{j}", POINTER_TYPES.get(r["dtype"])) for j, r in enumerate(kernel["results"])]
+            + [(f"in{i}_s{d}", "i64") for i, a in enumerate(kernel["args"]) for d in range(len(a["shape"]) - 1)])
 
 # ATen overloads a program may call. The runtime refuses any other name, the compiler reports an
 # op outside this list as unsupported, at its source location.

@@ -7,8 +7,10 @@ the artifact has a kernels/<arch>/launch.json for and that file gives the kernel
 else (the CPU, another architecture, a kernel codegen could not express) the executor runs the ATen
 ops the kernel replaced, and this module says so once per reason.
 
-Launch ABI of a Triton (3.6) kernel: its pointer arguments (the kernel's inputs, then its outputs,
-contiguous, torch-allocated on the run device), then two scratch pointers (global, profile: 0 when
+Launch ABI of a Triton (3.6) kernel: its arguments (runtime/artifact.py's launch_args: a pointer per
+input, read through its strides, a view as it is where its last dim is unit-stride, else a contiguous
+copy; a pointer per output, contiguous, torch-allocated on the run device; every input's strides but
+the last, i64), then two scratch pointers (global, profile: 0 when
 their sizes are 0); block = num_warps x warp_size threads; dynamic shared memory = `shared`; on torch's
 current stream."""
 from __future__ import annotations
@@ -37,13 +39,22 @@ def arch(device: torch.device) -> str | None:
     return f"sm_{major}{minor}"
 
 
-def pack(arg_types: list[str], pointers: list[int], scratch: tuple[int, int]) -> tuple[Any, ctypes.Array]:
+def pack(arg_types: list[str], args: list[int], scratch: tuple[int, int]) -> tuple[Any, ctypes.Array]:
     """(what must stay alive until the launch returns, the void** array cuLaunchKernel /
-    hipModuleLaunchKernel take): one 64-bit pointer per argument, then the two scratch pointers."""
-    if len(arg_types) != len(pointers) or not all(t.startswith("*") for t in arg_types):
-        raise ValueError(f"a fused kernel takes {len(arg_types)} pointers ({arg_types}), got {len(pointers)}")
-    values = [ctypes.c_uint64(p) for p in (*pointers, *scratch)]
+    hipModuleLaunchKernel take): one 64-bit value per argument (a pointer, or an i64 stride), then
+    the two scratch pointers."""
+    if len(arg_types) != len(args) or not all(t.startswith("*") or t == "i64" for t in arg_types):
+        raise ValueError(f"a fused kernel takes {len(arg_types)} pointers and strides ({arg_types}), got {len(args)}")
+    values = [ctypes.c_int64(a) if t == "i64" else ctypes.c_uint64(a) for t, a in zip(arg_types, args)]
+    values += [ctypes.c_uint64(p) for p in scratch]
     return values, (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
+
+
+def operands(inputs: list[torch.Tensor]) -> tuple[list[torch.Tensor], list[int]]:
+    """(the tensors a kernel object reads: each input as it is where its last dim is unit-stride, else
+    a contiguous copy; their strides but the last, the arguments launch_args declares)."""
+    xs = [x if x.dim() == 0 or x.stride(-1) == 1 or x.shape[-1] == 1 else x.contiguous() for x in inputs]
+    return xs, [n for x in xs for n in x.stride()[:-1]]
 
 
 class _Cuda:
@@ -102,13 +113,13 @@ class Launcher:
 
     def __call__(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
         e, device = self.entry, inputs[0].device
-        xs = [x.contiguous() for x in inputs]
         outs = [torch.empty(r["shape"], dtype=DTYPES[r["dtype"]], device=device) for r in self.kernel["results"]]
         programs = e["grid"][0] * e["grid"][1] * e["grid"][2]
         scratch = [torch.empty(programs * size, dtype=torch.uint8, device=device) if size else None
                    for size in (e["global_scratch_size"], e["profile_scratch_size"])]
-        keep, params = pack(e["arg_types"], [t.data_ptr() for t in (*xs, *outs)],
-                            tuple(s.data_ptr() if s is not None else 0 for s in scratch))
+        xs, strides = operands(inputs)
+        args = [t.data_ptr() for t in (*xs, *outs)] + strides
+        keep, params = pack(e["arg_types"], args, tuple(s.data_ptr() if s is not None else 0 for s in scratch))
         self.backend.launch(self.fn, e["grid"], e["num_warps"] * e["warp_size"], e["shared"], self.stream(device),
                             params)
         return tuple(outs)

@@ -20,7 +20,7 @@ import re
 from typing import Any, Callable, Union
 
 from .artifact import ALLOWED_ATEN, DTYPES, FORMAT_VERSION, INPUTS, KERNEL, LAYOUT, PACKED_INPUTS, POINTER_TYPES, SP_OPS, \
-    ArtifactError
+    STRIDED_KERNELS, ArtifactError, launch_args
 
 MAX_INT = 2 ** 63 - 1
 MAX_DIM = 2 ** 40            # one tensor dimension
@@ -548,26 +548,31 @@ LAUNCH = Obj({"object": Str(max_len=160, pattern=_COMPONENT), "grid": List(Int(1
               "symbol": Str(max_len=128, pattern=_COMPONENT), "num_warps": Int(1, 64), "warp_size": Int(1, 128),
               "shared": Int(0, 1 << 24), "global_scratch_size": Int(0, 1 << 30),
               "profile_scratch_size": Int(0, 1 << 30), "num_ctas": Int(1, 1),
-              "arg_types": List(Str(choices=tuple(POINTER_TYPES.values())), max_len=128)})
+              "arg_types": List(Str(choices=(*POINTER_TYPES.values(), "i64")), max_len=1024)})
 LAUNCH_FILE = Obj({"target": Str(max_len=64), "kernels": Map(LAUNCH, key=_KERNEL_NAME),
                    "fallback": Map(Str(), key=_KERNEL_NAME)})
 
 
 def launches(doc: Any, rel: str, prog: dict, man: dict, root: str) -> None:
-    """kernels/<arch>/launch.json: every kernel it launches is one the programs call, with one pointer
-    per operand and result of that kernel's dtype, and an object the manifest lists beside it."""
+    """kernels/<arch>/launch.json (format version 4 on): every kernel it launches is one the programs
+    call, with its launch_args (a pointer per operand and result of its dtype, then the operands'
+    strides), and an object the manifest lists beside it."""
     where = label(root, rel)
     LAUNCH_FILE(doc, where)
     arch = LAUNCH_PATH.fullmatch(rel).group(1)
     kernels = {n: k for p in prog["programs"].values() for n, k in p.get("kernels", {}).items()}
+    if doc["kernels"] and man["format_version"] < STRIDED_KERNELS:
+        fail(where, f"kernel objects of format version {man['format_version']} take contiguous copies of their inputs, "
+                    f"this runtime passes strides (version {STRIDED_KERNELS}): compile the model again")
     for name, entry in doc["kernels"].items():
         w = at(at(where, "kernels"), name)
         if name not in kernels:
             fail(w, "launches a kernel that no program calls")
         k = kernels[name]
-        want = [POINTER_TYPES.get(a["dtype"]) for a in k["args"] + k["results"]]
+        want = [t for _, t in launch_args(k)]
         if entry["arg_types"] != want:
-            fail(at(w, "arg_types"), f"{show(entry['arg_types'])}, the kernel's operands and results are {show(want)}")
+            fail(at(w, "arg_types"), f"{show(entry['arg_types'])}, the kernel's operands, results and operands' "
+                                     f"strides are {show(want)}")
         if f"kernels/{arch}/{entry['object']}" not in man["files"]:
             fail(at(w, "object"), f"kernels/{arch}/{entry['object']} is not listed in the manifest")
 

@@ -19,7 +19,7 @@ from autosp.frontend import CompileError, load_model
 from autosp.inspect_artifact import report
 from autosp.runtime import ArtifactError
 from autosp.runtime import gpu_kernels
-from autosp.runtime.artifact import read, sha256
+from autosp.runtime.artifact import POINTER_TYPES, read, sha256
 
 pytest.importorskip("triton")
 
@@ -52,7 +52,9 @@ def test_every_target_has_every_kernel(artifact):
             assert struct.unpack_from("<I", image, 48)[0] & 0xFF == arch, (target, name)
             assert entry["warp_size"] == (32 if ext == "cubin" else 64)
             k = kernels[name]
-            assert len(entry["arg_types"]) == len(k["args"]) + len(k["results"])
+            assert entry["arg_types"][:len(k["args"]) + len(k["results"])] == \
+                [POINTER_TYPES[a["dtype"]] for a in k["args"] + k["results"]]
+            assert entry["arg_types"][len(k["args"]) + len(k["results"]):] == ["i64"] * sum(max(len(a["shape"]) - 1, 0) for a in k["args"])
         # kernels of one body share an object
         assert len({e["object"] for e in launch["kernels"].values()}) < len(kernels)
 
@@ -66,23 +68,50 @@ def test_objects_listed_with_their_digest(artifact):
         assert manifest["files"][rel] == {"sha256": sha256(data), "bytes": len(data)}
 
 
-def test_forged_launch_refused(artifact, tmp_path):
-    """A launch.json whose argument types do not fit the kernel is refused at load, signed or not."""
+def _forged(artifact: str, tmp_path, **edits) -> str:
+    """A copy of the artifact with JSON files edited (launch=kernels/sm_90/launch.json, program,
+    manifest: name -> function of the document), signed again."""
     import shutil
     path = str(tmp_path / "copy.autosp")
     shutil.copytree(artifact, path)
-    rel = "kernels/sm_90/launch.json"
-    doc = json.load(open(os.path.join(path, rel)))
-    name = sorted(doc["kernels"])[0]
-    doc["kernels"][name]["arg_types"] = doc["kernels"][name]["arg_types"][:-1]
-    data = json.dumps(doc).encode()
-    open(os.path.join(path, rel), "wb").write(data)
+    files = {"launch": "kernels/sm_90/launch.json", "program": "program.json"}
     manifest = json.load(open(os.path.join(path, "manifest.json")))
-    manifest["files"][rel] = {"sha256": sha256(data), "bytes": len(data)}
+    for key, rel in files.items():
+        if key in edits:
+            doc = json.load(open(os.path.join(path, rel)))
+            edits[key](doc)
+            data = json.dumps(doc).encode()
+            open(os.path.join(path, rel), "wb").write(data)
+            manifest["files"][rel] = {"sha256": sha256(data), "bytes": len(data)}
+    edits.get("manifest", lambda m: None)(manifest)
     json.dump(manifest, open(os.path.join(path, "manifest.json"), "w"))
-    with pytest.raises(ArtifactError, match=rf"launch.json: kernels.{name}.arg_types: .* the kernel's operands and "
-                                            "results are"):
-        read(path)
+    return path
+
+
+def test_forged_launch_refused(artifact, tmp_path):
+    """A launch.json whose argument types do not fit the kernel is refused at load, signed or not."""
+    name = sorted(json.loads(read(artifact).read("kernels/sm_90/launch.json"))["kernels"])[0]
+
+    def drop_last(doc):
+        doc["kernels"][name]["arg_types"] = doc["kernels"][name]["arg_types"][:-1]
+    with pytest.raises(ArtifactError, match=rf"launch.json: kernels.{name}.arg_types: .* the kernel's operands, "
+                                            "results and operands' strides are"):
+        read(_forged(artifact, tmp_path, launch=drop_last))
+
+
+def test_contiguous_objects_of_format_3_refused(artifact, tmp_path):
+    """Kernel objects of format version 3 took contiguous copies of their inputs (pointers only):
+    this runtime passes strides, so it refuses them by version rather than launching them wrong."""
+    def pointers_only(doc):
+        for entry in doc["kernels"].values():
+            entry["arg_types"] = [t for t in entry["arg_types"] if t != "i64"]
+
+    def version_3(doc):
+        doc["format_version"] = 3
+    with pytest.raises(ArtifactError, match=r"launch.json: kernel objects of format version 3 take contiguous copies "
+                                            r"of their inputs, this runtime passes strides \(version 4\): compile "
+                                            r"the model again"):
+        read(_forged(artifact, tmp_path, launch=pointers_only, program=version_3, manifest=version_3))
 
 
 def test_inspect_lists_kernels_per_target(artifact):
@@ -112,13 +141,13 @@ def _values(params: ctypes.Array) -> list[int]:
     return [ctypes.cast(params[i], ctypes.POINTER(ctypes.c_uint64))[0] for i in range(len(params))]
 
 
-def test_pack_pointers_then_scratch():
-    keep, params = gpu_kernels.pack(["*fp32", "*bf16", "*fp32"], [0x7F0000001000, 0x7F0000002000, 0x7F0000003000],
-                                    (0x7F0000004000, 0))
-    assert _values(params) == [0x7F0000001000, 0x7F0000002000, 0x7F0000003000, 0x7F0000004000, 0]
-    with pytest.raises(ValueError, match=r"takes 2 pointers"):
+def test_pack_pointers_strides_then_scratch():
+    keep, params = gpu_kernels.pack(["*fp32", "*bf16", "*fp32", "i64", "i64"],
+                                    [0x7F0000001000, 0x7F0000002000, 0x7F0000003000, 64, 1], (0x7F0000004000, 0))
+    assert _values(params) == [0x7F0000001000, 0x7F0000002000, 0x7F0000003000, 64, 1, 0x7F0000004000, 0]
+    with pytest.raises(ValueError, match=r"takes 2 pointers and strides"):
         gpu_kernels.pack(["*fp32", "*fp32"], [1], (0, 0))
-    with pytest.raises(ValueError, match=r"takes 1 pointers \(\['i32'\]\)"):
+    with pytest.raises(ValueError, match=r"takes 1 pointers and strides \(\['i32'\]\)"):
         gpu_kernels.pack(["i32"], [1], (0, 0))
 
 
@@ -138,28 +167,31 @@ class Recorder:
 
 def test_launch_dry(artifact, monkeypatch):
     """On a device the artifact has objects for (sm_90, faked on CPU tensors), a kernel launches its
-    object: contiguous inputs, then torch-allocated outputs of its result shapes, then two scratch
-    pointers; block = num_warps x warp_size; torch's stream. Kernels sharing a body load it once."""
+    object: its inputs as they are, then torch-allocated outputs of its result shapes, then the
+    inputs' strides, then two scratch pointers; block = num_warps x warp_size; torch's stream. Kernels sharing a body load it once."""
     art = read(artifact)
     recorder = Recorder()
     monkeypatch.setattr(gpu_kernels, "arch", lambda device: "sm_90")
     objects = gpu_kernels.GpuObjects(art, backend=lambda device: recorder, stream=lambda device: 7)
     launch = json.loads(art.read("kernels/sm_90/launch.json"))["kernels"]
-    name = "forward_k0"
+    name = next(n for n, k in sorted(objects.kernels.items()) if sum(len(a["shape"]) >= 2 for a in k["args"]) >= 2)
     k = objects.kernels[name]
     launcher = objects.launcher(name, torch.device("cpu"))
     assert recorder.loads == [(b"\x7fELF", launch[name]["symbol"])]
-    inputs = [torch.randn(a["shape"][::-1]).t() if len(a["shape"]) == 2 else torch.randn(a["shape"])
-              for a in k["args"]]   # a transposed (strided) operand is passed as a contiguous copy
+    # a view with its rows apart is passed as it is, with its strides; one whose last dim is strided is copied
+    inputs = [torch.randn(a["shape"][:-1] + [a["shape"][-1] + 3])[..., :a["shape"][-1]] if len(a["shape"]) >= 2
+              else torch.randn(a["shape"]) for a in k["args"]]
+    inputs[0] = torch.randn(inputs[0].shape[::-1]).permute(*reversed(range(inputs[0].dim())))
+    assert inputs[0].stride(-1) != 1 and any(not x.is_contiguous() for x in inputs[1:])
     outs = launcher(*inputs)
     assert [list(o.shape) for o in outs] == [r["shape"] for r in k["results"]]
     (fn, grid, block, shared, stream, values), = recorder.launches
     e = launch[name]
     assert (fn, grid, block, shared, stream) == (f"fn:{e['symbol']}", e["grid"], e["num_warps"] * 32, e["shared"], 7)
-    assert len(values) == len(k["args"]) + len(k["results"]) + 2 and values[-2:] == [0, 0]
-    assert values[len(k["args"]):-2] == [o.data_ptr() for o in outs]
-    for x, v in zip(inputs, values):
-        assert (v == x.data_ptr()) == x.is_contiguous()
+    copy = inputs[0].contiguous()
+    assert values[1:] == [x.data_ptr() for x in inputs[1:]] + [o.data_ptr() for o in outs] + \
+        [s for x in [copy, *inputs[1:]] for s in x.stride()[:-1]] + [0, 0]
+    assert values[0] != inputs[0].data_ptr()
     shared_body = [n for n, e2 in launch.items() if e2["object"] == e["object"] and n != name]
     for other in shared_body:
         objects.launcher(other, torch.device("cpu"))

@@ -34,9 +34,13 @@ UNIT = {"float32": 16 * 2.0 ** -24, "bfloat16": 2.0 ** -8}
 def _inputs(kernel: dict, seed: int) -> list[torch.Tensor]:
     g = torch.Generator().manual_seed(seed)
     out = []
-    for a in kernel["args"]:
-        dtype = DTYPES[a["dtype"]]
-        x = torch.randn(a["shape"], generator=g)
+    for i, a in enumerate(kernel["args"]):
+        dtype, shape = DTYPES[a["dtype"]], a["shape"]
+        if len(shape) >= 3 and (i + seed) % 2:   # every other operand a view, read through its strides:
+            x = torch.randn([shape[1], shape[0]] + shape[2:-1] + [shape[-1] + 3], generator=g)   # rows apart,
+            x = x.transpose(0, 1)[..., :shape[-1]]                                               # leading dims swapped
+        else:
+            x = torch.randn(shape, generator=g)
         out.append(x > 0 if dtype == torch.bool else x.to(dtype))
     return out
 
@@ -119,14 +123,17 @@ def test_other_models_kernels_bf16(model, hf_dir, tmp_path):
 
 
 def test_generated_source_is_the_kernel(programs):
-    """The forward's first RMSNorm kernel: one row reduction, rsqrt, blocks from the shapes."""
+    """The forward's first RMSNorm kernel: one row reduction, rsqrt, blocks from the shapes; x [1, 32, 64]
+    read through its leading dims' strides (arguments), the weight [64] along the unit-stride last dim."""
     from autosp.lowering.triton_kernels import generate
     kernels = programs("fp32")["programs"]["forward"]["kernels"]
     name = next(n for n, k in kernels.items() if any(i["op"] == "aten.mean.dim" for i in k["instructions"]))
     tk = generate(name, kernels[name])
     assert tk.domain == [1, 32, 64] and tk.block == (32, 64) and tk.grid == 1
-    assert "tl.sum(" in tk.source and "tl.math.rsqrt(" in tk.source and f"def {name}(in0, in1, out0):" in tk.source
-    assert tk.signature == {"in0": "*fp32", "in1": "*fp32", "out0": "*fp32"}
+    assert "tl.sum(" in tk.source and "tl.math.rsqrt(" in tk.source
+    assert f"def {name}(in0, in1, out0, in0_s0, in0_s1):" in tk.source
+    assert "tl.load(in0 + ((r // 1) % 32) * in0_s1 + c," in tk.source and "tl.load(in1 + c," in tk.source
+    assert tk.signature == {"in0": "*fp32", "in1": "*fp32", "out0": "*fp32", "in0_s0": "i64", "in0_s1": "i64"}
 
 
 if __name__ == "__main__":   # the interpreted half of test_every_kernel_matches_aten

@@ -18,7 +18,7 @@ import torch
 import autosp
 from autosp.frontend.tiny_llama import TinyLlamaConfig, TinyLlamaForCausalLM
 from autosp.runtime import ArtifactError, IntegrityError
-from autosp.runtime.artifact import sha256
+from autosp.runtime.artifact import FORMAT_VERSION, sha256
 from autosp.runtime.executor import ProgramError
 from autosp.verify import batch_for
 
@@ -240,13 +240,14 @@ def test_size_checked_before_reading(tiny, tmp_path):
 
 # ------------------------------------------------------------------ format version and JSON
 @pytest.mark.parametrize("version,msg", [
-    (0, r"format version 0 is not a version \(this runtime reads 1 to 3\)"),
+    (0, rf"format version 0 is not a version \(this runtime reads 1 to {FORMAT_VERSION}\)"),
     (-1, r"format version -1 is not a version"),
     (True, r"format_version must be an integer, got true \(boolean\)"),
     ("1", r"format_version must be an integer, got \"1\" \(string\)"),
     (1.0, r"format_version must be an integer, got 1.0 \(number\)"),
     (None, r"format_version must be an integer, got null"),
-    (4, r"format version 4 is newer than this runtime supports \(3\); upgrade autosp")])
+    (FORMAT_VERSION + 1, rf"format version {FORMAT_VERSION + 1} is newer than this runtime supports "
+                         rf"\({FORMAT_VERSION}\); upgrade autosp")])
 def test_format_version(tiny, tmp_path, version, msg):
     path = _copy(tiny, tmp_path)
     man = _json(path, "manifest.json")
