@@ -42,7 +42,7 @@
 // AUTO: sp.remat = "none"
 
 // The host program the runtime executes.
-// HOST: "format_version": 3,
+// HOST: "format_version": 4,
 // HOST-NEXT: "mesh": {
 // HOST-NEXT:  "sp": 2,
 // HOST-NEXT:  "dp": 1
