@@ -40,6 +40,7 @@ TL_DTYPE = {"float32": "tl.float32", "bfloat16": "tl.bfloat16", "float16": "tl.f
             "int64": "tl.int64", "int32": "tl.int32", "uint8": "tl.uint8", "int8": "tl.int8"}
 FLOATS = ("float32", "bfloat16", "float16")
 ROW_REDUCTIONS = {"aten.sum.dim_IntList": "sum", "aten.mean.dim": "mean", "aten.amax.default": "max"}
+ONE_HOT = "aten.nll_loss_backward.default"
 CASTS = ("_to_copy", "to.dtype", "prims.convert_element_type")
 UNARY = {"neg": "(-{0})", "rsqrt": "tl.math.rsqrt({0})", "sqrt": "tl.sqrt({0})", "exp": "tl.exp({0})",
          "log": "tl.log({0})", "cos": "tl.cos({0})", "sin": "tl.sin({0})", "sigmoid": "tl.sigmoid({0})",
@@ -120,11 +121,19 @@ class _Writer:
         self.lists: dict[int, list[tuple[str, int]]] = {}   # a split's pieces
         self.defs: dict[int, str] = {}     # register -> its expression of other registers and the column c
         self.shapes: dict[int, list[int]] = {}   # computed register -> shape
+        # the inputs read as one value per row: the one-hot's target (one class per row, [rows])
+        self.row_values = {i["args"][2]["r"] for i in kernel["instructions"]
+                           if i["op"] == ONE_HOT and "r" in i["args"][2]}
+        if not self.row_values <= set(range(len(kernel["args"]))) or \
+                any(kernel["args"][i]["shape"] != [self.rows] for i in self.row_values):
+            raise Unsupported("a one-hot target that is not an input of one value per row")
 
     # ------------------------------------------------------------------ operands
     def _offset(self, i: int) -> tuple[str, str]:
         """(offset expression, mask) of input i broadcast into the domain, read through its strides."""
         shape = self.k["args"][i]["shape"]
+        if i in self.row_values:   # one value per row, [rows], unit-stride (launch_args): at its row
+            return "r", "rmask"
         if shape and shape[-1] not in (1, self.N):
             raise Unsupported(f"operand of shape {shape} does not broadcast into {self.S}")
         rows = self._row_offset(i)
@@ -157,7 +166,7 @@ class _Writer:
         """Register reg at column `col` instead of c: an input loaded there, a value computed in the
         kernel evaluated again there from its definition (a row's value is the same at every column)."""
         shape = self._shape(reg)
-        if not shape or shape[-1] == 1:
+        if not shape or shape[-1] == 1 or reg in self.row_values:
             return f"v{reg}"
         if reg < len(self.k["args"]):
             spec = self.k["args"][reg]
@@ -257,6 +266,15 @@ class _Writer:
         short = op.removeprefix("aten.").removesuffix(".default")
         if short in UNARY:
             return UNARY[short].format(first)
+        row_sum = "tl.sum(tl.where(cmask, tl.broadcast_to({0}, [BLOCK_R, BLOCK_N]), 0.0), axis=1)[:, None]".format
+        if short == "_log_softmax":   # x - max - log(sum(exp(x - max))), as ATen computes it
+            top = f"tl.max(tl.where(cmask, {first}, float('-inf')), axis=1)[:, None]"
+            return f"({first} - {top} - tl.log({row_sum(f'tl.exp({first} - {top})')}))"
+        if short == "_log_softmax_backward_data":   # g - exp(out) * sum(g)
+            return f"({first} - tl.exp({x(a['output'])}) * {row_sum(first)})"
+        if op == ONE_HOT:   # -grad (/ total_weight: mean) at each row's target class unless ignored
+            t, scale = x(a["target"]), f"{first} / {x(a['total_weight'])}" if a["reduction"][1] == 1 else first
+            return f"tl.where((c == {t}) & ({t} != {int(a['ignore_index'][1])}), -({scale}), 0.0)"
         if short in CASTS:
             return self._cast(first, a["dtype"][1] or inst["dtypes"][0])
         if short in ("ones_like", "zeros_like", "empty_like"):

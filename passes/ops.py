@@ -64,6 +64,12 @@ COLLECTIVE_STAGING = {"sp.all_to_all": 2, "sp.all_gather": 1, "sp.reduce_scatter
 FUSIBLE = ELEMENTWISE - IDENTITY | {A + "expand"}
 # ... and reductions over the last dim with keepdim (one value per row: RMSNorm's mean, a softmax's max)
 ROW_REDUCTIONS = {A + "sum.dim_IntList", A + "mean.dim", A + "amax"}
+# ... and ops over whole last-dim rows whose result is the domain (the loss: log-softmax and its
+# backward), by the index of their dim operand ...
+ROW_OPS = {A + "_log_softmax": 1, A + "_log_softmax_backward_data": 2}
+# ... and the loss gradient's one-hot rows: nll_loss_backward of a scalar gradient, mean or sum, no
+# class weights (its target, one class per row, is read as a row value) ...
+ONE_HOT = A + "nll_loss_backward"
 # ... and last-dim pieces of a kernel's input put back together (RoPE's rotate_half): slice / split
 PIECES = (A + "slice.Tensor", A + "split.Tensor")
 CAT = A + "cat"

@@ -1,13 +1,16 @@
 """sp-fuse: outline fusible regions of @forward and @backward into kernel functions.
 
 A region is a set of ops that one kernel launch can compute in a single pass over a *domain*, a
-static shape [rows..., N] (ops.FUSIBLE and ops.ROW_REDUCTIONS):
+static shape [rows..., N] (ops.FUSIBLE, ROW_REDUCTIONS, ROW_OPS, ONE_HOT):
   - elementwise ops whose result is the domain, or one value per row of it ([rows..., 1]);
-  - reductions over the last dim with keepdim (RMSNorm's mean, a softmax's max and sum).
+  - reductions over the last dim with keepdim (RMSNorm's mean, a softmax's max and sum);
+  - whole-row ops whose result is the domain (log-softmax and its backward) and the loss gradient's
+    one-hot rows (nll_loss_backward), so the LM head's loss backward is one kernel.
 Operands broadcast into the domain (a weight [N], a row statistic [rows..., 1], a scalar). So the
 RMSNorm chain, a residual add with the norm after it, SwiGLU's silu * up, RoPE (its halves: last-dim
 pieces of an input or of a value it computes, see `regions`) and their backwards each become one
-kernel; matmuls, attention, collectives and views stay as they are (the kernel's inputs and outputs are whatever they read and make).
+kernel; matmuls, attention, collectives and views stay as they are (the kernel's inputs and outputs
+are whatever they read and make).
 
 Regions grow greedily in program order. An op joins the region(s) its operands come from when the
 domains agree and no op outside the region has read the region's values yet ("open"): the call
@@ -34,7 +37,7 @@ from torch_mlir import ir
 from torch_mlir.dialects import func as func_d
 
 from .base import Pass, option
-from .ops import CAT, CONSTANT, FUSIBLE, LIST, PIECES, ROW_REDUCTIONS, UNARY, UNPACK
+from .ops import A, CAT, CONSTANT, FUSIBLE, LIST, ONE_HOT, PIECES, ROW_OPS, ROW_REDUCTIONS, UNARY, UNPACK
 from .sp_plan_memory import Simulation, nbytes, saved_storage   # which imports nothing of sp-fuse
 from .torch_ir import body_ops, const_value, funcs_of, is_free, is_tensor, is_tensor_list, op_name, shape
 
@@ -86,6 +89,15 @@ def _domain(op) -> list[int] | None:
         return None
     if name in FUSIBLE:
         return result
+    if name in ROW_OPS:
+        x = o.operands[ROW_OPS[name]]
+        whole = name != A + "_log_softmax" or const_value(o.operands[2]) == (True, False)   # no half_to_float
+        return result if _last_dim(o.results[0], x) and whole else None
+    if name == ONE_HOT:
+        grad, _, target, weight, reduction, _, total = o.operands
+        ok = shape(grad) == [] == shape(total) and len(result) == 2 and shape(target) == result[:1] \
+            and const_value(weight) == (True, None) and const_value(reduction)[1] in (1, 2)
+        return result if ok else None
     if name in ROW_REDUCTIONS:
         x = shape(o.operands[0])
         ok_d, dims = const_value(o.operands[1])

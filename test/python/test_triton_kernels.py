@@ -32,10 +32,15 @@ UNIT = {"float32": 16 * 2.0 ** -24, "bfloat16": 2.0 ** -8}
 
 
 def _inputs(kernel: dict, seed: int) -> list[torch.Tensor]:
+    from autosp.lowering.triton_kernels import domain
     g = torch.Generator().manual_seed(seed)
     out = []
     for i, a in enumerate(kernel["args"]):
         dtype, shape = DTYPES[a["dtype"]], a["shape"]
+        if dtype == torch.int64:   # the loss's targets: classes of the domain's last dim, some ignored (-100)
+            t = torch.randint(-1, domain(kernel)[-1], shape, generator=g)
+            out.append(t.masked_fill(t < 0, -100))
+            continue
         if len(shape) >= 3 and (i + seed) % 2:   # every other operand a view, read through its strides:
             x = torch.randn([shape[1], shape[0]] + shape[2:-1] + [shape[-1] + 3], generator=g)   # rows apart,
             x = x.transpose(0, 1)[..., :shape[-1]]                                               # leading dims swapped
