@@ -30,11 +30,12 @@ from typing import Any
 
 import torch
 
+from autosp.passes.ops import MAX_KERNEL_ROW
 from autosp.runtime.artifact import DTYPES, POINTER_TYPES as POINTER, launch_args, resolve
 from autosp.runtime.gpu_kernels import operands
 
 _REF = re.compile(r"\bv(\d+)\b|\bc\b")   # a register or the column in an expression
-MAX_BLOCK_N = 1 << 16     # a row must fit one block (a row reduction is a single tl.sum)
+MAX_BLOCK_N = MAX_KERNEL_ROW   # a row must fit one block (a row reduction is a single tl.sum)
 BLOCK_ELEMENTS = 2048     # rows per block: BLOCK_R x BLOCK_N ~ this many elements
 TL_DTYPE = {"float32": "tl.float32", "bfloat16": "tl.bfloat16", "float16": "tl.float16", "bool": "tl.int1",
             "int64": "tl.int64", "int32": "tl.int32", "uint8": "tl.uint8", "int8": "tl.int8"}

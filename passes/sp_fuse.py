@@ -37,7 +37,8 @@ from torch_mlir import ir
 from torch_mlir.dialects import func as func_d
 
 from .base import Pass, option
-from .ops import A, CAT, CONSTANT, FUSIBLE, LIST, ONE_HOT, PIECES, ROW_OPS, ROW_REDUCTIONS, UNARY, UNPACK
+from .ops import A, CAT, CONSTANT, FUSIBLE, LIST, MAX_KERNEL_ROW, ONE_HOT, PIECES, ROW_OPS, ROW_REDUCTIONS, UNARY, \
+    UNPACK
 from .sp_plan_memory import Simulation, nbytes, saved_storage   # which imports nothing of sp-fuse
 from .torch_ir import body_ops, const_value, funcs_of, is_free, is_tensor, is_tensor_list, op_name, shape
 
@@ -77,7 +78,14 @@ def _constant(v: ir.Value) -> bool:
 
 
 def _domain(op) -> list[int] | None:
-    """The domain an op computes over if it can be fused, else None."""
+    """The domain an op computes over if it can be fused, else None (also where a row is wider than a
+    kernel's block, MAX_KERNEL_ROW: such a kernel could not be generated, and the ATen ops it would run
+    instead keep intermediates that the memory plan, counting a kernel's inputs and outputs, misses)."""
+    d = _fusible_domain(op)
+    return d if d is None or not d or d[-1] <= MAX_KERNEL_ROW else None
+
+
+def _fusible_domain(op) -> list[int] | None:
     name = op_name(op)
     o = op.operation
     if len(o.results) != 1 or not is_tensor(o.results[0]):

@@ -48,3 +48,26 @@ func.func @weighted(%one: !torch.vtensor<[],f32>, %logits: !torch.vtensor<[4,16]
   %d = torch.aten._log_softmax_backward_data %oh, %lp, %int1, %int6 : !torch.vtensor<[4,16],f32>, !torch.vtensor<[4,16],f32>, !torch.int, !torch.int -> !torch.vtensor<[4,16],f32>
   return %d : !torch.vtensor<[4,16],f32>
 }
+
+// -----
+
+// Rows wider than a kernel's block (ops.MAX_KERNEL_ROW = 65536, a 128K vocabulary) are not fused: no
+// kernel could be generated, and the ATen ops run in its place would keep intermediates that the
+// memory plan, which counts a kernel's inputs and outputs only, would not see.
+// CHECK-LABEL: func.func @wide(
+// CHECK-NOT:     call
+// CHECK:         torch.aten._log_softmax
+// CHECK-NEXT:    torch.aten.nll_loss_backward
+// CHECK-NEXT:    torch.aten._log_softmax_backward_data
+// CHECK-NEXT:    return
+func.func @wide(%one: !torch.vtensor<[],f32>, %logits: !torch.vtensor<[2,131072],f32>, %target: !torch.vtensor<[2],si64>, %count: !torch.vtensor<[],f32>) -> !torch.vtensor<[2,131072],f32> attributes {sp.args = ["saved:0", "saved:1", "saved:2", "saved:3"], sp.results = ["grad:x"]} {
+  %none = torch.constant.none
+  %false = torch.constant.bool false
+  %int1 = torch.constant.int 1
+  %int6 = torch.constant.int 6
+  %int-100 = torch.constant.int -100
+  %lp = torch.aten._log_softmax %logits, %int1, %false : !torch.vtensor<[2,131072],f32>, !torch.int, !torch.bool -> !torch.vtensor<[2,131072],f32>
+  %oh = torch.aten.nll_loss_backward %one, %lp, %target, %none, %int1, %int-100, %count : !torch.vtensor<[],f32>, !torch.vtensor<[2,131072],f32>, !torch.vtensor<[2],si64>, !torch.none, !torch.int, !torch.int, !torch.vtensor<[],f32> -> !torch.vtensor<[2,131072],f32>
+  %d = torch.aten._log_softmax_backward_data %oh, %lp, %int1, %int6 : !torch.vtensor<[2,131072],f32>, !torch.vtensor<[2,131072],f32>, !torch.int, !torch.int -> !torch.vtensor<[2,131072],f32>
+  return %d : !torch.vtensor<[2,131072],f32>
+}
