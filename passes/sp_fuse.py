@@ -138,13 +138,19 @@ def _same(a: ir.Value | None, b: ir.Value) -> bool:
     return a is not None and a == b
 
 
+def _carries_piece(o) -> bool:
+    """An op whose results are pieces when its operand is: an unpack, a unary op of one tensor."""
+    name = op_name(o)
+    return name == UNPACK or name in FUSIBLE and name in UNARY and sum(map(is_tensor, o.operands)) == 1
+
+
 def _piece_root(v: ir.Value) -> ir.Value | None:
     """The value that v is a piece of, through unpacks and unary ops of pieces, else None."""
     while isinstance(v.owner, (ir.Operation, ir.OpView)):
         o = v.owner
         if _pieces_of(o) is not None:
             return _pieces_of(o)
-        if op_name(o) != UNPACK and not (op_name(o) in UNARY and sum(map(is_tensor, o.operands)) == 1):
+        if not _carries_piece(o):
             return None
         v = next(x for x in o.operands if is_tensor(x) or is_tensor_list(x))
     return None
@@ -157,11 +163,10 @@ def _rejoined(src: ir.Value) -> bool:
     def inside(v: ir.Value) -> bool:
         for u in v.uses:
             o = u.owner
-            name = op_name(o)
-            if name == UNPACK or name in FUSIBLE and name in UNARY and sum(map(is_tensor, o.operands)) == 1:
+            if _carries_piece(o):
                 if not all(inside(r) for r in o.results):
                     return False
-            elif name == LIST:
+            elif op_name(o) == LIST:
                 cats = [w.owner for w in o.results[0].uses]
                 if not cats or not all(op_name(c) == CAT and _last_dim(c.results[0], c.operands[1]) for c in cats) \
                         or not all(_same(_piece_root(e), src) for e in o.operands):
