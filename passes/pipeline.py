@@ -8,6 +8,7 @@ from typing import ClassVar
 from .base import Bytes, OptionError, PipelinePass, option
 from .sp_coalesce_collectives import DEFAULT_BUCKET
 from .attention_scheme import MODE_HELP, mode_error
+from .sp_fuse import Fuse
 from .sp_plan_remat import POLICIES
 
 DEFAULT_REMAT = "sac"
@@ -51,7 +52,7 @@ class SpPipeline(PipelinePass):
             *tile,                                               # LM head + loss and MLPs in token chunks
             # @forward / @backward: saved vs recomputed (auto: per value, the least recompute that fits)
             f"sp-plan-remat{{policy={self.remat}"
-            + (f" budget={self.budget} bucket={self.bucket}" if self.remat == "auto" else "") + "}",
+            + (f" budget={self.budget} bucket={self.bucket} fuse={Fuse.min_ops}" if self.remat == "auto" else "") + "}",
             *([f"sp-coalesce-collectives{{bucket={self.bucket}}}"] if self.bucket else []),  # gradient buckets
             # pointwise chains and row reductions -> kernel functions; before the memory plan, so it
             # counts each kernel's inputs and outputs and never the intermediates a kernel keeps inside

@@ -346,7 +346,7 @@ def _moments(func, regs: list[_Region], owned: dict | None) -> tuple[int, list[i
     return peak, moments
 
 
-def _outline(func, region: _Region, name: str) -> None:
+def _outline(func, region: _Region, name: str):
     ops = sorted(region.ops, key=body_ops(func).index)
     members = {v for o in ops for v in o.operation.results}
     inputs: list[ir.Value] = []
@@ -397,6 +397,7 @@ def _outline(func, region: _Region, name: str) -> None:
     for v in reversed(copied):
         if not list(v.uses):
             v.owner.operation.erase()
+    return kernel
 
 
 @dataclass
@@ -406,10 +407,14 @@ class Fuse(Pass):
     min_ops: int = option(2, "the fewest ops a kernel holds; smaller regions stay ATen calls", minimum=1)
 
     def run(self, module_op) -> None:
-        forward = None   # the backward's peak counts the saved values the (fused) forward returns
+        forward = None
         for f in funcs_of(module_op):
-            fname = ir.StringAttr(f.attributes["sym_name"]).value
-            owned = saved_storage(Simulation(forward).run()[3], f) if fname == "backward" and forward else None
-            for n, region in enumerate(regions(f, self.min_ops, owned)):
-                _outline(f, region, f"{fname}_k{n}")
-            forward = f if fname == "forward" else forward
+            self.fuse(f, forward)
+            forward = f if ir.StringAttr(f.attributes["sym_name"]).value == "forward" else forward
+
+    def fuse(self, f, forward=None) -> list:
+        """Outline f's regions (a @backward's peak counts the saved values `forward`, fused, returns);
+        the kernel functions made."""
+        fname = ir.StringAttr(f.attributes["sym_name"]).value
+        owned = saved_storage(Simulation(forward).run()[3], f) if fname == "backward" and forward else None
+        return [_outline(f, region, f"{fname}_k{n}") for n, region in enumerate(regions(f, self.min_ops, owned))]

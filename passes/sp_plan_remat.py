@@ -30,6 +30,7 @@ from .attributes import func_attr
 from .base import Bytes, OptionError, Pass, PassError, option
 from .ops import ATTENTION, COLLECTIVES, CONSTANT, HALO, LIST, RANDOM, RING_ATTENTION
 from .sp_coalesce_collectives import CoalesceCollectives
+from .sp_fuse import Fuse
 from .sp_plan_memory import predict_funcs
 from .torch_ir import ancestors, body_ops, func_of, is_tensor, location_module, op_name, shape, string_array, strings
 
@@ -214,19 +215,23 @@ def emit(module_op, func, split: Split) -> tuple:
     return fwd, bwd
 
 
-def _auto(module_op, func, limit: int, bucket: int) -> Split:
+def _auto(module_op, func, limit: int, bucket: int, fuse: int) -> Split:
     """The budget planner's split; the plans it simulated go on the module as `sp.remat_auto`. Each
-    candidate is measured as the pipeline leaves it: coalesced with `bucket` (0: not coalesced)."""
+    candidate is measured as the pipeline leaves it: coalesced with `bucket` (0: not coalesced), fused
+    by sp-fuse{min_ops=fuse} (0: not fused), whose kernels' intermediates never touch memory."""
     def measure(split: Split) -> dict:
         fwd, bwd = emit(module_op, func, split)
+        kernels = []
         try:
             if bucket:
                 for f in (fwd, bwd):
                     CoalesceCollectives(bucket=bucket).coalesce(f)
+            if fuse:
+                kernels = Fuse(min_ops=fuse).fuse(fwd) + Fuse(min_ops=fuse).fuse(bwd, fwd)
             return predict_funcs(fwd, bwd)
         finally:
-            fwd.erase()
-            bwd.erase()
+            for f in (fwd, bwd, *kernels):
+                f.erase()
 
     chosen, tried = auto.choose(lambda p, extra=(): Split(func, p, extra), measure, limit, func.location)
     i64 = ir.IntegerType.get_signless(64)
@@ -250,6 +255,8 @@ class PlanRemat(Pass):
     budget: Bytes | None = option(None, "policy=auto: the per-rank peak the plan must fit (e.g. 12GiB)", minimum=1)
     bucket: Bytes = option(0, "policy=auto: the bucket of the sp-coalesce-collectives that follows (0: none), "
                               "so each candidate's peak is the final one", minimum=0)
+    fuse: int = option(0, "policy=auto: min_ops of the sp-fuse that follows (0: none), so each candidate's peak "
+                          "is the final one", minimum=0)
 
     def validate(self) -> None:
         if self.policy == "auto" and self.budget is None:
@@ -257,6 +264,7 @@ class PlanRemat(Pass):
 
     def run(self, module_op) -> None:
         func = func_of(module_op)
-        split = _auto(module_op, func, self.budget, self.bucket) if self.policy == "auto" else Split(func, self.policy)
+        split = _auto(module_op, func, self.budget, self.bucket, self.fuse) if self.policy == "auto" \
+            else Split(func, self.policy)
         emit(module_op, func, split)
         func.erase()

@@ -24,6 +24,7 @@
 // LIST-NEXT:     policy=str (none | full | sac | auto), default sac: what the forward saves for the backward
 // LIST-NEXT:     budget=Bytes, default unset: policy=auto: the per-rank peak the plan must fit (e.g. 12GiB)
 // LIST-NEXT:     bucket=Bytes, default 0: policy=auto: the bucket of the sp-coalesce-collectives that follows (0: none), so each candidate's peak is the final one
+// LIST-NEXT:     fuse=int, default 0: policy=auto: min_ops of the sp-fuse that follows (0: none), so each candidate's peak is the final one
 // LIST-NEXT: sp-coalesce-collectives {{ +}}pack adjacent all-reduces / all-to-alls of one kind into one collective (gradient buckets)
 // LIST-NEXT:     bucket=Bytes, default 25MiB: the most bytes one packed collective carries (DDP's default bucket)
 // LIST-NEXT: sp-fuse {{ +}}outline fusible regions of @forward / @backward into kernel functions (func.call)

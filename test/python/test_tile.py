@@ -77,7 +77,12 @@ def _vocab_rows(path: str) -> list[tuple[str, int, list[int]]]:
 
 
 def _log_softmax_shapes(path: str) -> dict[str, list[list[int]]]:
-    return {name: [i["shapes"][0] for i in p["instructions"] if i["op"] == "aten._log_softmax.default"]
+    """Per program, the shapes of its log-softmaxes in program order, those inside kernels (the loss
+    backward's recompute) included."""
+    def ops(p: dict, insts: list[dict]) -> list[dict]:
+        return [j for i in insts for j in (ops(p, p["kernels"][i["attrs"]["name"]]["instructions"])
+                                           if i["op"] == "sp.kernel" else [i])]
+    return {name: [i["shapes"][0] for i in ops(p, p["instructions"]) if i["op"] == "aten._log_softmax.default"]
             for name, p in _programs(path).items()}
 
 
