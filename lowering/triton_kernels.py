@@ -35,7 +35,6 @@ from autosp.runtime.artifact import DTYPES, POINTER_TYPES as POINTER, launch_arg
 from autosp.runtime.gpu_kernels import operands
 
 _REF = re.compile(r"\bv(\d+)\b|\bc\b")   # a register or the column in an expression
-MAX_BLOCK_N = MAX_KERNEL_ROW   # a row must fit one block (a row reduction is a single tl.sum)
 BLOCK_ELEMENTS = 2048     # rows per block: BLOCK_R x BLOCK_N ~ this many elements
 TL_DTYPE = {"float32": "tl.float32", "bfloat16": "tl.bfloat16", "float16": "tl.float16", "bool": "tl.int1",
             "int64": "tl.int64", "int32": "tl.int32", "uint8": "tl.uint8", "int8": "tl.int8"}
@@ -114,8 +113,8 @@ class _Writer:
         self.rows = math.prod(self.S[:-1]) if self.S else 1
         self.N = self.S[-1] if self.S else 1
         self.BN = _pow2(self.N)
-        if self.BN > MAX_BLOCK_N:
-            raise Unsupported(f"rows of {self.N} elements exceed one block ({MAX_BLOCK_N})")
+        if self.BN > MAX_KERNEL_ROW:   # a row reduction is a single tl.sum over one block
+            raise Unsupported(f"rows of {self.N} elements exceed one block ({MAX_KERNEL_ROW})")
         self.BR = min(_pow2(self.rows), max(1, BLOCK_ELEMENTS // self.BN))
         self.lines: list[str] = []
         self.pieces: dict[int, tuple[str, int]] = {}   # register -> (expression of @COL@, width)

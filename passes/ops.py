@@ -71,7 +71,7 @@ ROW_OPS = {A + "_log_softmax": 1, A + "_log_softmax_backward_data": 2}
 # class weights (its target, one class per row, is read as a row value) ...
 ONE_HOT = A + "nll_loss_backward"
 # ... and last-dim pieces of a kernel's input put back together (RoPE's rotate_half): slice / split
-# (a kernel's row, its domain's last dim, is one block of registers: codegen's limit, and sp-fuse's)
-MAX_KERNEL_ROW = 1 << 16
 PIECES = (A + "slice.Tensor", A + "split.Tensor")
 CAT = A + "cat"
+# a kernel's row, its domain's last dim, is one block of registers: codegen's limit, and sp-fuse's
+MAX_KERNEL_ROW = 1 << 16

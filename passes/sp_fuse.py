@@ -206,7 +206,6 @@ def regions(func, min_ops: int, owned: dict[int, tuple[int, int]] | None = None)
             continue
         operands = [e for x in o.operands for e in (list(lists[x].operands) if x in lists else [x])]
         reads = [owner[x] for x in operands if x in owner]
-        tensors = [x for x in o.operands if is_tensor(x)]
         open_piece = lambda v: v in pieces and owner[v].open  # noqa: E731
         joined, members, cut = None, [op], False
         if (src := _pieces_of(op)) is not None:
@@ -218,9 +217,8 @@ def regions(func, min_ops: int, owned: dict[int, tuple[int, int]] | None = None)
             else:                 # pieces of a kernel input: a region of their own
                 joined = _Region(shape(src))
                 found.append(joined)
-        elif name == UNPACK and open_piece(o.operands[0]) or (
-                name in FUSIBLE and name in UNARY and len(tensors) == 1 and open_piece(tensors[0])
-                and all(is_tensor(x) or _constant(x) for x in o.operands)):
+        elif _carries_piece(o) and open_piece(o.operands[0]) and (
+                name == UNPACK or all(is_tensor(x) or _constant(x) for x in o.operands)):
             joined, cut = owner[o.operands[0]], True
         elif name == CAT and o.operands[0] in lists and _last_dim(o.results[0], o.operands[1]) \
                 and all(open_piece(e) for e in lists[o.operands[0]].operands):

@@ -10,8 +10,8 @@ from torch_mlir import ir
 from .aten_call import meta_shapes
 from .layouts import Layout
 from .base import PassError
-from .ops import A, CONSTANT, LIST
-from .torch_ir import aten, const_int, is_tensor, location_module, location_str, op_name, shape, string_array, with_shape
+from .ops import A, LIST
+from .torch_ir import aten, const_int, is_free, is_tensor, location_module, location_str, op_name, shape, string_array, with_shape
 
 
 
@@ -44,7 +44,7 @@ def erase_dead_constants(ops: list) -> None:
     cands, stack = [], list(ops)
     while stack:                      # collect first: an erased op cannot be compared any more
         o = stack.pop()
-        if o in cands or not (o.name.startswith(CONSTANT) or o.name == LIST):
+        if o in cands or not is_free(o):
             continue
         cands.append(o)
         stack.extend(x for x in map(owner, o.operands) if x is not None)
