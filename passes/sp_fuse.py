@@ -29,6 +29,7 @@ lowering runs as the ATen ops it holds (the fallback) and codegen lowers to a Tr
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from itertools import takewhile
 from typing import ClassVar
@@ -271,7 +272,8 @@ def _siblings(func, found: list[_Region], min_ops: int, owned: dict | None) -> l
     ops = body_ops(func)
     at = {o.operation: i for i, o in enumerate(ops)}
     counted = [not is_free(o) for o in ops]
-    peak, moments = _moments(func, [r for r in found if len(r.ops) >= min_ops], owned)
+    # the simulation, once and only when some sibling could merge (a forward usually has none)
+    trial = functools.cache(lambda: _moments(func, [r for r in found if len(r.ops) >= min_ops], owned))
     extra = [0] * len(ops)   # bytes of siblings' results moved up, live at each op
 
     def produced(v: ir.Value) -> int:   # the index of v's defining op; -1 for an argument
@@ -299,11 +301,11 @@ def _siblings(func, found: list[_Region], min_ops: int, owned: dict | None) -> l
             made = {v for o in x.ops for v in o.operation.results}
             domain = _merged(x.domain, y.domain)
             related = ins & made or {v for v in ins & inputs(x) if produced(v) >= 0}
-            if domain is None or not related or c >= first:
+            if domain is None or not related or c >= first or not all(v in made or produced(v) < c for v in ins):
                 continue
+            peak, moments = trial()
             span = range(c, first)
-            if all(v in made or produced(v) < c for v in ins) and \
-                    max(moments[t] + extra[t] for t in span) + out <= peak:
+            if max(moments[t] + extra[t] for t in span) + out <= peak:
                 for t in span:
                     extra[t] += out
                 x.call_at = ops[c].operation
