@@ -15,11 +15,11 @@ are whatever they read and make).
 Regions grow greedily in program order. An op joins the region(s) its operands come from when the
 domains agree and no op outside the region has read the region's values yet ("open"): the call
 then sits at the region's last op, after every input and before every outside reader, so outlining
-never reorders a dependence. A closed region then takes in a *sibling* (`_siblings`): a later region
-of its domain that reads its results or a value it reads, whose inputs all exist at its call, and
-that starts at most MAX_HOISTED ops after it (SwiGLU's backward: d(up) = g * silu(gate) and d(gate)
-both read g, and d(up)'s matmuls read d(up) in between; RMSNorm's backward after its weight
-gradient's product, with that product's column sum in between). The sibling's ops move up into that
+never reorders a dependence. A closed region then takes in a *sibling* (`_siblings`): a region of
+its domain called later that reads its results or a value it reads, whose inputs all exist at its
+call, and that starts at most MAX_HOISTED ops after it, or even before it (SwiGLU's backward: d(up) =
+g * silu(gate) and d(gate) both read g, and d(up)'s matmuls read d(up) in between; RMSNorm's backward
+and its weight gradient's product, whose column sum comes in between, in either order). The sibling's ops move up into that
 call, so its results live at most MAX_HOISTED ops longer: a merge that would raise the function's
 peak (sp-plan-memory's simulation) is not made. Regions of fewer than `min_ops` ops stay ATen calls.
 
@@ -263,8 +263,9 @@ def regions(func, min_ops: int, owned: dict[int, tuple[int, int]] | None = None)
 
 
 def _siblings(func, found: list[_Region], min_ops: int, owned: dict | None) -> list[_Region]:
-    """Each region merged into the nearest region before it that it may join as a sibling (see the
-    module docstring), the merged region's call where the first one's was, unless the sibling's
+    """Each region, in the order of their calls, merged into the nearest region called before it that
+    it may join as a sibling (see the module docstring), the merged region's call where the first
+    one's was, unless the sibling's
     results, made that much earlier, would raise the function's peak: they are counted at every op
     they now live across, on the live bytes of the function fused without siblings (sp-plan-memory's
     simulation, `_moments`) plus the siblings already moved up (conservative: the earlier frees of
@@ -289,7 +290,7 @@ def _siblings(func, found: list[_Region], min_ops: int, owned: dict | None) -> l
         return at[r.call_at] if r.call_at is not None else max(at[o.operation] for o in r.ops)
 
     kept: list[_Region] = []
-    for y in found:
+    for y in sorted(found, key=call):   # by call: a region may start before an earlier call
         first, ins = min(at[o.operation] for o in y.ops), inputs(y)
         inner = {o.operation for o in y.ops}
         out = sum(nbytes(v) for o in y.ops for v in o.operation.results if is_tensor(v)
@@ -301,10 +302,10 @@ def _siblings(func, found: list[_Region], min_ops: int, owned: dict | None) -> l
             made = {v for o in x.ops for v in o.operation.results}
             domain = _merged(x.domain, y.domain)
             related = ins & made or {v for v in ins & inputs(x) if produced(v) >= 0}
-            if domain is None or not related or c >= first or not all(v in made or produced(v) < c for v in ins):
+            if domain is None or not related or c >= call(y) or not all(v in made or produced(v) < c for v in ins):
                 continue
             peak, moments = trial()
-            span = range(c, first)
+            span = range(c, first if first > c else call(y))
             if max(moments[t] + extra[t] for t in span) + out <= peak:
                 for t in span:
                     extra[t] += out

@@ -86,3 +86,33 @@ func.func @peak(%w: !torch.vtensor<[8,8],f32>, %gate: !torch.vtensor<[2,8],f32>,
   %b = torch.aten.mul.Tensor %a, %s : !torch.vtensor<[2,8],f32>, !torch.vtensor<[2,8],f32> -> !torch.vtensor<[2,8],f32>
   return %r, %b, %g : !torch.vtensor<[],f32>, !torch.vtensor<[2,8],f32>, !torch.vtensor<[2,8],f32>
 }
+
+// -----
+// RMSNorm's backward where the weight gradient's product comes inside the norm's own chain: the
+// product's region is called first (its column sum reads it), and the chain that began before it
+// joins it there, its inputs all made by then: one kernel, before the sum. The function peaks
+// earlier, at the [2,64] matmul.
+// CHECK-LABEL: func.func @norm_backward(
+// CHECK:         torch.aten.sum %
+// CHECK-NEXT:    torch.aten.mm %arg0, %arg1
+// CHECK-NEXT:    %[[K:.*]]:2 = call @norm_backward_k0(
+// CHECK-NEXT:    torch.prim.ListConstruct
+// CHECK-NEXT:    torch.aten.sum.dim_IntList %[[K]]#0
+// CHECK-NOT:     call
+// CHECK-LABEL: func.func private @norm_backward_k0(
+// CHECK-SAME:    sp.kernel = {domain = array<i64: 2, 8>, ops = 4 : i64}
+func.func @norm_backward(%gh: !torch.vtensor<[2,8],f32>, %wm: !torch.vtensor<[8,8],f32>, %xh: !torch.vtensor<[2,8],f32>, %w: !torch.vtensor<[8],f32>, %r: !torch.vtensor<[2,1],f32>, %w64: !torch.vtensor<[8,64],f32>) -> (!torch.vtensor<[],f32>, !torch.vtensor<[1,8],f32>, !torch.vtensor<[2,8],f32>) attributes {sp.args = ["input:gh", "param:wm", "saved:0", "param:w", "saved:1", "param:w64"], sp.results = ["r", "dw", "dx"]} {
+  %int0 = torch.constant.int 0
+  %true = torch.constant.bool true
+  %none = torch.constant.none
+  %big = torch.aten.mm %gh, %w64 : !torch.vtensor<[2,8],f32>, !torch.vtensor<[8,64],f32> -> !torch.vtensor<[2,64],f32>
+  %rr = torch.aten.sum %big, %none : !torch.vtensor<[2,64],f32>, !torch.none -> !torch.vtensor<[],f32>
+  %g = torch.aten.mm %gh, %wm : !torch.vtensor<[2,8],f32>, !torch.vtensor<[8,8],f32> -> !torch.vtensor<[2,8],f32>
+  %a = torch.aten.mul.Tensor %g, %w : !torch.vtensor<[2,8],f32>, !torch.vtensor<[8],f32> -> !torch.vtensor<[2,8],f32>
+  %p = torch.aten.mul.Tensor %g, %xh : !torch.vtensor<[2,8],f32>, !torch.vtensor<[2,8],f32> -> !torch.vtensor<[2,8],f32>
+  %dims = torch.prim.ListConstruct %int0 : (!torch.int) -> !torch.list<int>
+  %s = torch.aten.sum.dim_IntList %p, %dims, %true, %none : !torch.vtensor<[2,8],f32>, !torch.list<int>, !torch.bool, !torch.none -> !torch.vtensor<[1,8],f32>
+  %b = torch.aten.mul.Tensor %a, %r : !torch.vtensor<[2,8],f32>, !torch.vtensor<[2,1],f32> -> !torch.vtensor<[2,8],f32>
+  %dx = torch.aten.mul.Tensor %b, %xh : !torch.vtensor<[2,8],f32>, !torch.vtensor<[2,8],f32> -> !torch.vtensor<[2,8],f32>
+  return %rr, %s, %dx : !torch.vtensor<[],f32>, !torch.vtensor<[1,8],f32>, !torch.vtensor<[2,8],f32>
+}
