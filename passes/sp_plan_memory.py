@@ -26,7 +26,7 @@ from autosp.units import human
 from .aten_call import ELEMENT_TYPES
 from .attributes import func_attr
 from .base import Bytes, Pass, PassError, option
-from .ops import A, COLLECTIVE_STAGING, LIST, RING_ATTENTION, RING_ATTENTION_GRAD, STRIDED, VIEWS
+from .ops import A, COLLECTIVE_STAGING, LIST, RESHAPE, RING_ATTENTION, RING_ATTENTION_GRAD, STRIDED, VIEWS
 from .torch_ir import body_ops, const_value, dtype_str, funcs_of, is_free, is_tensor, op_name, shape, strings
 
 
@@ -53,6 +53,30 @@ def _strided_split(op) -> bool:
     return not ok or any(n > 1 for n in shape(x)[:d % len(shape(x))])
 
 
+def _splits_only(before: list[int], after: list[int]) -> bool:
+    """`after` is `before` with each dim cut into consecutive factors (dims of 1 aside)."""
+    a = [n for n in after if n != 1]
+    j = 0
+    for n in (n for n in before if n != 1):
+        prod = 1
+        while prod < n and j < len(a):
+            prod *= a[j]
+            j += 1
+        if prod != n:
+            return False
+    return j == len(a)
+
+
+def _column_slice(op, strided: set, rows_apart: set) -> bool:
+    """A slice along the last dim of a value whose rows are contiguous or only apart: its rows are apart."""
+    if op_name(op) != A + "slice.Tensor":
+        return False
+    x = op.operation.operands[0]
+    ok, d = const_value(op.operation.operands[1])
+    return ok and len(shape(x)) >= 2 and d % len(shape(x)) == len(shape(x)) - 1 and \
+        (x not in strided or x in rows_apart)
+
+
 def nbytes(v: ir.Value) -> int:
     return math.prod(shape(v)) * ELEMENT_TYPES[dtype_str(v.type)].itemsize if is_tensor(v) else 0
 
@@ -70,6 +94,15 @@ def _staging(op, name: str) -> int:
         # arriving K/V, fp32 dq, the travelling fp32 dk/dv (held, summed, arriving), a block's grads
         return 2 * kv + f32 + 3 * kv32 + nbytes(q) + kv
     return COLLECTIVE_STAGING.get(name, 0) * sum(nbytes(r) for r in op.operation.results)
+
+
+def _stacks(op, params: set) -> bool:
+    """cat(W_i, 0) of parameters alone (sp-merge-projections; runtime/packing.py)."""
+    if op_name(op) != A + "cat":
+        return False
+    lst = op.operation.operands[0].owner
+    return const_value(op.operation.operands[1]) == (True, 0) and isinstance(lst, (ir.Operation, ir.OpView)) \
+        and op_name(lst) == LIST and len(lst.operands) > 1 and all(e in params for e in lst.operands)
 
 
 class Simulation:
@@ -90,6 +123,8 @@ class Simulation:
         Time runs 4 ticks per op i: results born at 4i, unread ones freed at 4i+1, the peak taken at
         4i+2, operands read for the last time freed at 4i+3; arguments are born before the start."""
         block = self.func.regions[0].blocks[0]
+        roles = strings(func_attr(self.func, "sp.args")) if "sp.args" in self.func.attributes else []
+        params = {a for r, a in zip(roles, block.arguments) if r.startswith("param:")}
         returned = {v for o in self.ops if op_name(o) == "func.return" for v in o.operation.operands}
         last: dict[ir.Value, int] = {}
         for i, op in enumerate(self.ops):
@@ -97,6 +132,7 @@ class Simulation:
                 last[x] = i
         storage: dict[ir.Value, int] = {}    # value -> storage id
         strided: set[ir.Value] = set()
+        rows_apart: set[ir.Value] = set()    # strided only in that rows are apart: [rows..., N] with unit last stride
         members: dict[int, int] = {}          # storage id -> live values
         size: dict[int, int] = {}
         born: dict[int, int] = {}             # storage id -> tick made
@@ -131,17 +167,28 @@ class Simulation:
                 break
             x = list(op.operation.operands)
             staging = _staging(op, name)
+            if _stacks(op, params):   # the runtime keeps these parameters side by side: a view of them
+                storage[op.operation.results[0]] = -1
+                self.moments.append(live + staging)
+                timeline.append(live)
+                continue
             for r in op.operation.results:
-                if name in VIEWS and x and x[0] in storage and not (name in (A + "view", A + "_unsafe_view",
-                                                                             A + "reshape") and x[0] in strided):
+                # a reshape of a non-contiguous value copies, unless it only splits dims (a view whatever
+                # the strides) or keeps the last dim of rows that are only apart (a stacked projection's piece)
+                kept_rows = name in RESHAPE and x[0] in rows_apart and shape(r)[-1:] == shape(x[0])[-1:]
+                copies = name in RESHAPE and x[0] in strided and not kept_rows and \
+                    not _splits_only(shape(x[0]), shape(r))
+                if name in VIEWS and x and x[0] in storage and not copies:
                     sid = storage[x[0]]
                 else:
                     sid = len(size)
                     size[sid], born[sid] = nbytes(r) if is_tensor(r) else 0, 4 * i
                     live += size[sid]
                 storage[r] = sid
-                if name in STRIDED or _strided_split(op) or (name in VIEWS and x and x[0] in strided and name not in
-                                        (A + "view", A + "_unsafe_view", A + "reshape", A + "clone")):
+                if kept_rows or _column_slice(op, strided, rows_apart):
+                    rows_apart.add(r)
+                if name in STRIDED or _strided_split(op) or r in rows_apart or \
+                        (name in VIEWS and x and x[0] in strided and name != A + "clone" and not copies):
                     strided.add(r)
                 members[sid] = members.get(sid, 0) + 1
                 if not list(r.uses) and r not in returned:
