@@ -42,6 +42,7 @@ class SpPipeline(PipelinePass):
         tile = [] if self.tile == "0" else ["sp-tile-sequence" + (f"{{chunks={self.tile}}}" if self.tile != "auto" else "")]
         return [
             "sp-raise-attention",                                # captured attention -> sp.attention(_grad)
+            "sp-merge-projections",                              # q / k / v, gate / up: one matmul each
             "sp-propagate-sequence",                             # layouts: rep / partial / seq<d>
             f"sp-partition-sequence{{sp={self.sp} dp={self.dp} attention={self.attention}}}",  # local shapes +
                                                                  # collectives

@@ -15,6 +15,7 @@ from .pipeline import SpPipeline
 from .sp_coalesce_collectives import CoalesceCollectives
 from .sp_elide_halo import ElideHalo
 from .sp_fuse import Fuse
+from .sp_merge_projections import MergeProjections
 from .sp_pad_sequence import PadSequence
 from .sp_partition_sequence import PartitionSequence
 from .sp_plan_memory import PlanMemory
@@ -24,7 +25,7 @@ from .sp_raise_attention import RaiseAttention
 from .sp_tile_sequence import TileSequence
 
 PASSES: dict[str, type[Pass]] = {p.name: p for p in (
-    RaiseAttention, PropagateSequence, PartitionSequence, PadSequence, ElideHalo, TileSequence, PlanRemat,
+    RaiseAttention, MergeProjections, PropagateSequence, PartitionSequence, PadSequence, ElideHalo, TileSequence, PlanRemat,
     CoalesceCollectives, Fuse, PlanMemory, SpPipeline)}
 
 

@@ -14,8 +14,8 @@ Regions, by dataflow (backward op locations are not reliable):
           (a contraction over the tokens: weight gradient mm(t(G), X), bias gradient sum)
 A connected component is one region: an MLP's forward and backward ops (the backward reads the
 forward's wide values), one region per layer. A region with an op that is not token-local (not
-elementwise, mm / addmm, a view, a 2-D transpose, a sum, a split or cat along a feature dim with
-its tensor list: a fused gate/up projection), which includes the LM head's log-softmax
+elementwise, mm / addmm, a view, a 2-D transpose, a sum, a split, slice or cat along a feature dim
+(with its tensor list): a fused gate/up projection), which includes the LM head's log-softmax
 and loss, a result of another layout, or an operand it cannot cut, is left as it is.
 
 Rewrite, N chunks of the S positions (`bounds`): the region's forward ops (those the loss depends
@@ -31,7 +31,9 @@ of an op has its results' token dims scaled to the chunk (views get new size lis
 Results read outside the region are joined: token-full ones concatenated along the S factor,
 partial ones summed as they are made (addmm(acc, a, b) for a matmul, add.Tensor for a sum), so only
 one chunk's wide intermediates are live at a time. Chunk count: ceil(2 F / D) (F the widest width
-in the region, D its seeds' input width), clamped to [1, S]; chunks=N forces N.
+in the region, D its seeds' input width), clamped to [1, S]; chunks=N forces N. A stacked gate / up
+projection (sp-merge-projections: one matmul cut into pieces, its gradient a cat of theirs) counts
+as wide as one piece, so stacking does not change the chunks.
 """
 from __future__ import annotations
 
@@ -51,7 +53,8 @@ from .torch_ir import body_ops, const_value, is_tensor, is_tensor_list, op_name,
 
 _RESIZE = RESHAPE | {A + "expand"}           # ops whose size operand (operand 1) follows the result
 _TRANSPOSE = {A + "t", A + "transpose.int"}
-_FEATURE_DIM = {A + "split.Tensor": 2, A + "cat": 1}   # ops along a dim (operand index): not the token dim
+# ops along a dim (operand index): not the token dim
+_FEATURE_DIM = {A + "split.Tensor": 2, A + "slice.Tensor": 1, A + "cat": 1}
 _LISTS = {LIST, UNPACK}               # the tensor lists of a split or a cat
 _TOKEN_LOCAL = (ELEMENTWISE | _RESIZE | _TRANSPOSE | set(_FEATURE_DIM) | _LISTS
                 | {A + "mm", A + "addmm", A + "sum.dim_IntList"})
@@ -180,10 +183,20 @@ def find_regions(func, tok: Tokens) -> list[Region]:
                 if y not in seen:
                     seen.add(y)
                     todo.append(y)
-        wide = max(tok.width(r) for x in comp for r in x.results if tok.full(r) is not None)
+        # a stacked projection's output or gradient (sp-merge-projections) is as wide as its pieces
+        wide = max(tok.width(r) for x in comp for r in x.results if tok.full(r) is not None and not _stacked(x, r))
         phases = [[x for x in comp if x in forward], [x for x in comp if x not in forward]]
         regions.append(Region([p for p in phases if p], hidden, wide, o, comp))
     return regions
+
+
+def _stacked(op, r: ir.Value) -> bool:
+    """r joins pieces along a feature dim (a cat, or a view or transpose of one), or is read only by
+    slices (cut into pieces)."""
+    while op_name(op) in _RESIZE | _TRANSPOSE and owner(op.operands[0]) is not None:
+        op = owner(op.operands[0])
+    readers = [u for u, _ in uses(r)]
+    return op_name(op) == A + "cat" or bool(readers) and all(op_name(u) == A + "slice.Tensor" for u in readers)
 
 
 def default_chunks(region: Region, tok: Tokens) -> int:
@@ -259,8 +272,8 @@ class RegionTiler(Builder):
                 raise NoMatch("an addmm bias with token rows")
 
     def check_feature_dim(self, op) -> None:
-        """A split or cat cuts or joins along a feature dim, never the token dim."""
-        tensor = op.operands[0] if op_name(op) == A + "split.Tensor" else op.results[0]
+        """A split, slice or cat cuts or joins along a feature dim, never the token dim."""
+        tensor = op.results[0] if op_name(op) == A + "cat" else op.operands[0]
         known, dim = const_value(op.operands[_FEATURE_DIM[op_name(op)]])
         lay = self.tok.full(tensor)
         if lay is None or not known:

@@ -21,6 +21,7 @@ from .artifact import ALLOWED_ATEN, DTYPE_NAMES, DTYPES, KERNEL, SP_OPS, Artifac
 from .collectives import COLLECTIVES, CollectiveError, Mesh
 from .gpu_kernels import GpuObjects
 from .memory import LiveBytes
+from .packing import packs, stacked
 from .schema import element_limit
 
 
@@ -48,10 +49,14 @@ class Program:
         self.objects: GpuObjects | None = None   # the artifact's GPU objects of the kernels (gpu_kernels.py)
         # sp-fuse's kernels, run as the ATen ops they replaced
         self.kernels = {k: Kernel(body, mesh, f"kernel {k}", self.limit) for k, body in program.get("kernels", {}).items()}
-        for inst in program["instructions"]:
+        packed = packs(program)   # stacked parameters: a view of them (packing.py)
+        for i, inst in enumerate(program["instructions"]):
             op = inst["op"]
             if op not in ALLOWED_ATEN and op not in SP_OPS:
                 raise ArtifactError(f"program calls {op!r}, which is not in the runtime's op allowlist")
+            if i in packed:   # cat(params, 0) of a group the module keeps side by side
+                self.steps.append((stacked, [self._operand(inst["args"][0])], inst["out"], inst["free"]))
+                continue
             self.steps.append((self._callable(inst), [self._operand(e) for e in inst["args"]],
                                inst["out"], inst["free"]))
 

@@ -17,6 +17,7 @@ from .documents import IGNORE_INDEX, step_inputs
 from .executor import Program
 from .gpu_kernels import GpuObjects
 from .memory import LiveBytes, resident_bytes
+from .packing import pack, packs
 
 
 
@@ -76,6 +77,14 @@ class CompiledModule(nn.Module):
                 self._place(alias, p, parameter=True)
         for name in self._buffer_names:
             self._place(name, artifact.buffer(name), parameter=False)
+        # the groups sp-merge-projections stacks: kept side by side in one storage (packing.py)
+        self._packs = list({tuple(g): None for p in (fwd, bwd) for g in packs(p).values()})
+        self._pack_params()
+
+    def _pack_params(self) -> None:
+        """Each stacked group in one storage again (after .to() / .cuda(), which copy each parameter)."""
+        for group in self._packs:
+            pack([self.get_parameter(n) for n in group])
 
     def _start_measuring(self, params) -> LiveBytes:
         if params[0].is_cuda:
@@ -122,6 +131,7 @@ class CompiledModule(nn.Module):
             self._warned_no_tokens = True
             warnings.warn(f"every label is {IGNORE_INDEX} (ignore_index): the loss is a mean over zero tokens, NaN, "
                           "as eager PyTorch's cross_entropy gives (and zero gradients)", RuntimeWarning, stacklevel=2)
+        self._pack_params()
         params = [self.get_parameter(n) for n in self._param_names]
         device = params[0].device
         self.forward_program.device = self.backward_program.device = device

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from safetensors.torch import load_file, load_model, save_file, save_model
+from safetensors.torch import load_file, save_file
 
 
 class CheckpointError(ValueError):
@@ -42,7 +42,9 @@ def save(root: str, step: int, module: torch.nn.Module, opt: torch.optim.Optimiz
     if hasattr(opt, "consolidate_state_dict"):   # ZeRO-1: every rank sends its shard of the states to rank 0
         opt.consolidate_state_dict(to=0)
     if rank == 0:
-        save_model(module, os.path.join(d, "model.safetensors"))   # tied parameters stored once
+        # each parameter once (tied ones under one name); not save_model, which refuses parameters that
+        # share a storage without covering it (the projections the runtime keeps side by side)
+        save_file(dict(module.named_parameters()), os.path.join(d, "model.safetensors"))
         state = opt.state_dict()
         tensors, plain = {}, {}
         for i, st in state["state"].items():
@@ -83,10 +85,14 @@ def load(root: str, module: torch.nn.Module, opt: torch.optim.Optimizer) -> tupl
     rank, world = _rank()
     if meta["world"] != world:
         raise CheckpointError(f"--resume {d}: written by {meta['world']} ranks, this run has {world}")
-    missing, unexpected = load_model(module, os.path.join(d, "model.safetensors"), strict=False)
+    params, saved = dict(module.named_parameters()), load_file(os.path.join(d, "model.safetensors"))
+    missing, unexpected = params.keys() - saved.keys(), saved.keys() - params.keys()
     if missing or unexpected:
         raise CheckpointError(f"--resume {d}: the checkpoint's parameters do not match the artifact's "
                               f"(missing {sorted(missing)[:3]}, unexpected {sorted(unexpected)[:3]})")
+    with torch.no_grad():
+        for name, p in params.items():
+            p.copy_(saved[name])
     tensors = load_file(os.path.join(d, "optimizer.safetensors"))
     with open(os.path.join(d, "optimizer.json")) as f:
         extra = json.load(f)

@@ -7,6 +7,7 @@ from collections import defaultdict
 
 from autosp.passes.ops import VIEWS
 from autosp.runtime.artifact import DTYPES, KERNEL, Artifact, ring_hops
+from autosp.runtime.packing import packs
 from autosp.units import human
 
 COLLECTIVES = ("sp.all_to_all", "sp.all_reduce", "sp.all_gather", "sp.reduce_scatter", "sp.halo",
@@ -75,9 +76,11 @@ def kernels(artifact_program: dict) -> dict[str, int]:
     for program in artifact_program["programs"].values():
         ks = program.get("kernels", {})
         out["kernels"] += len(ks)
-        out["launches"] += _launches(program["instructions"])
+        stacked = packs(program)   # a view of the parameters, kept side by side (runtime/packing.py)
+        insts = [i for n, i in enumerate(program["instructions"]) if n not in stacked]
+        out["launches"] += _launches(insts)
         out["aten_launches"] += sum(_launches(ks[i["attrs"]["name"]]["instructions"]) if i["op"] == KERNEL
-                                    else _launches([i]) for i in program["instructions"])
+                                    else _launches([i]) for i in insts)
     return out
 
 

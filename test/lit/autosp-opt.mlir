@@ -10,6 +10,7 @@
 
 // Every pass with its summary, then each option with its type, default and meaning.
 // LIST:      sp-raise-attention {{ +}}raise captured attention fwd/bwd to sp.attention / sp.attention_grad
+// LIST-NEXT: sp-merge-projections {{ +}}one matmul for the projections of one input (q / k / v, gate / up), forward and backward
 // LIST-NEXT: sp-propagate-sequence {{ +}}assign rep / partial / seq<d> layouts to every value
 // LIST-NEXT: sp-partition-sequence {{ +}}shard the sequence across sp ranks: local shapes and collectives
 // LIST-NEXT:     sp=int, default 1: sequence-parallel degree: the ranks that share one sequence

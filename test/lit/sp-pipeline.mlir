@@ -3,12 +3,13 @@
 // --batch 1 --keep-ir`, its ir/1-import.mlir). It is exactly the list of passes it names.
 // RUN: %autosp-opt %S/Inputs/tiny-llama-step.mlir --pass-pipeline='builtin.module(sp-pipeline{sp=2})' > %t.named
 // RUN: FileCheck %s < %t.named
-// RUN: %autosp-opt %S/Inputs/tiny-llama-step.mlir --pass-pipeline='builtin.module(sp-raise-attention,sp-propagate-sequence,sp-partition-sequence{sp=2 dp=1},sp-elide-halo,canonicalize,cse,sp-tile-sequence,sp-plan-remat{policy=sac},sp-coalesce-collectives{bucket=26214400},sp-fuse,sp-plan-memory)' > %t.listed
+// RUN: %autosp-opt %S/Inputs/tiny-llama-step.mlir --pass-pipeline='builtin.module(sp-raise-attention,sp-merge-projections,sp-propagate-sequence,sp-partition-sequence{sp=2 dp=1},sp-elide-halo,canonicalize,cse,sp-tile-sequence,sp-plan-remat{policy=sac},sp-coalesce-collectives{bucket=26214400},sp-fuse,sp-plan-memory)' > %t.listed
 // RUN: diff %t.named %t.listed
 // RUN: %autosp-opt %S/Inputs/tiny-llama-step.mlir --pass-pipeline='builtin.module(sp-pipeline{sp=2 remat=auto budget=1GiB tile=0})' | FileCheck %s --check-prefix=AUTO
 // RUN: %autosp-opt %S/Inputs/tiny-llama-step.mlir --pass-pipeline='builtin.module(sp-pipeline{sp=2})' --emit=host-program | FileCheck %s --check-prefix=HOST
 
-// Partitioned for 2 ranks, the MLP tiled, the memory plan made; one @forward and one @backward.
+// Partitioned for 2 ranks, the MLP tiled (its gate and up one matmul, counted as wide as one of them),
+// the memory plan made; one @forward and one @backward.
 // CHECK: module attributes {sp.attention_scheme = {bytes = {"ring 2" = {{.*}}, "ulysses 2" = {{.*}}}, scheme = "ulysses 2"}, sp.memory = {{{.*}}predicted_peak_bytes = {{[0-9]+}} : i64
 // CHECK-SAME: sp.mesh = {dp = 1 : i64, sp = 2 : i64}
 // CHECK-SAME: sp.tiles = [{chunks = 4 : i64, kind = "mlp", module = "model.layers.0.mlp", tokens = 4 : i64, width = 32 : i64}]

@@ -12,6 +12,7 @@ import torch
 
 import autosp
 from autosp.frontend import load_model
+from autosp.runtime import packing
 from autosp.verify import batch_for
 
 
@@ -67,6 +68,31 @@ def test_grad_accumulates_and_scales(art_path):
     (m(ids, labels) * 0.5).backward()          # accumulates, scaled by the incoming gradient
     for n, p in m.named_parameters():
         torch.testing.assert_close(p.grad, 1.5 * g1[n], rtol=1e-6, atol=0)
+
+
+@pytest.mark.in_process
+def test_stacked_projections_share_one_storage(art_path):
+    """sp-merge-projections stacks q / k / v and gate / up: the module keeps each group side by side in
+    one storage, the parameters still separate tensors under their names, so the program's cat of
+    them is a view (no copy, no memory). Once .to() has copied them apart, the next step puts them
+    side by side again with their values, and computes the same loss."""
+    src = load_model("builtin:tiny-llama")
+    m = autosp.load(art_path)
+    m.load_state_dict(src.state_dict())
+    layers = sum(n.endswith("q_proj.weight") for n, _ in m.named_parameters())
+    assert sorted(len(g) for g in m._packs) == [2] * layers + [3] * layers
+    groups = [[m.get_parameter(n) for n in g] for g in m._packs]
+    for g in groups:
+        assert packing.adjacent(g)
+        whole = packing.stacked(g)
+        assert whole.data_ptr() == g[0].data_ptr() and torch.equal(whole, torch.cat(g))
+    ids, labels = batch_for(256, [2, 16], seed=5)
+    before = m(ids, labels).item()
+    m._apply(lambda t: t.clone())            # what .to(device) does: each parameter its own storage
+    assert not any(packing.adjacent(g) for g in groups)
+    assert m(ids, labels).item() == before
+    assert all(packing.adjacent(g) for g in groups)
+    assert all(torch.equal(a, b) for a, b in zip(m.state_dict().values(), src.state_dict().values()))
 
 
 def test_artifact_has_no_pickle_and_every_file_is_hashed(art_path):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ctypes
 import json
 import logging
+import math
 import os
 import struct
 
@@ -121,6 +122,27 @@ def test_inspect_lists_kernels_per_target(artifact):
     assert "launches per step" in text
 
 
+@pytest.mark.parametrize("remat", ["none", "sac"])
+def test_a_llama_layer_launches_a_third(remat):
+    """Issue 12's goal: a Llama layer (the launches a second layer adds) takes at most a third of the
+    launches of its ATen program, each fused kernel counted as the ATen ops it replaced (sp-fuse,
+    sp-merge-projections; the MLP whole: tile=0)."""
+    from autosp.inspect_artifact import kernels
+    from models import TinyLlamaConfig, TinyLlamaForCausalLM
+
+    ids = torch.zeros(1, 16, dtype=torch.long)
+    counts = []
+    for layers in (1, 2):
+        with autosp.empty_weights():
+            model = TinyLlamaForCausalLM(TinyLlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32,
+                                                         num_hidden_layers=layers, num_attention_heads=2,
+                                                         num_key_value_heads=1))
+        k = kernels(autosp.compile(model, (ids, ids), remat=remat, tile=0).program)
+        counts.append((k["launches"], k["aten_launches"]))
+    fused, aten = counts[1][0] - counts[0][0], counts[1][1] - counts[0][1]
+    assert aten >= 3 * fused, (fused, aten)
+
+
 def test_unknown_target_refused():
     ids = torch.zeros(1, 8, dtype=torch.long)
     with pytest.raises(CompileError, match=r"unknown target 'cuda:70' \(targets: cuda:90, cuda:80, hip:gfx942, "
@@ -174,7 +196,8 @@ def test_launch_dry(artifact, monkeypatch):
     monkeypatch.setattr(gpu_kernels, "arch", lambda device: "sm_90")
     objects = gpu_kernels.GpuObjects(art, backend=lambda device: recorder, stream=lambda device: 7)
     launch = json.loads(art.read("kernels/sm_90/launch.json"))["kernels"]
-    name = next(n for n, k in sorted(objects.kernels.items()) if sum(len(a["shape"]) >= 2 for a in k["args"]) >= 2)
+    name = next(n for n, k in sorted(objects.kernels.items()) if sum(len(a["shape"]) >= 2 for a in k["args"]) >= 2
+                and k["args"][0]["shape"][-1] > 1 and math.prod(k["args"][0]["shape"][:-1]) > 1)
     k = objects.kernels[name]
     launcher = objects.launcher(name, torch.device("cpu"))
     assert recorder.loads == [(b"\x7fELF", launch[name]["symbol"])]

@@ -69,6 +69,7 @@ def test_checker_sees_a_wrong_way_import(tmp_path):
 # who each file speaks for in the attribute table
 COMPONENT = {
     "frontend/importer.py": "importer",
+    "passes/sp_merge_projections.py": "sp-merge-projections",
     "passes/sp_propagate_sequence.py": "sp-propagate-sequence",
     "passes/sp_partition_sequence.py": "sp-partition-sequence",
     "passes/sp_pad_sequence.py": "sp-pad-sequence",

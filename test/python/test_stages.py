@@ -27,7 +27,7 @@ def test_keep_ir_writes_one_file_per_stage(tmp_path):
     kernels = {n for p in art.program["programs"].values() for n in p["kernels"]}
     sources = json.loads(ir["ir/4-codegen.json"])   # each kernel's Triton source
     assert set(sources) == kernels and all("@triton.jit" in s for s in sources.values())
-    assert manifest["pipeline"] == "sp-pipeline{sp=2}" and manifest["passes"][2] == "sp-partition-sequence{sp=2 dp=1 attention=auto}"
+    assert manifest["pipeline"] == "sp-pipeline{sp=2}" and manifest["passes"][3] == "sp-partition-sequence{sp=2 dp=1 attention=auto}"
     assert set(art.timings) == {"capture", "import", "sp", "host", "codegen"}
 
 

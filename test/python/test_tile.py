@@ -59,13 +59,30 @@ def _head(path: str) -> tuple[int, int]:
     return v, d
 
 
+def _stacks(prog: dict, width: int) -> set[int]:
+    """Registers of a cat of pieces narrower than `width` that happens to be as wide (q / k / v's
+    gradients stacked for one matmul, sp-merge-projections) and of views of it: not an activation."""
+    shapes = {r: s for i in prog["instructions"] for r, s in zip(i["out"], i["shapes"])}
+    out: set[int] = set()
+    for i in prog["instructions"]:
+        x = i["args"][0] if i["args"] else {}
+        if i["op"] == "aten.cat.default" and all(shapes.get(e.get("r"), [width])[-1] < width for e in x["l"]):
+            out.update(i["out"])
+        elif x.get("r") in out and i["op"] in ("aten.t.default", "aten.view.default"):
+            out.update(i["out"])
+    return out
+
+
 def _rows(path: str, width: int) -> list[tuple[str, int, list[int]]]:
     """(program, rows, shape) of every tensor an instruction produces or a program receives that has a
-    dim of `width`, except the weight-shaped [width, D] / [D, width] ones; rows = elements / width."""
+    dim of `width`, except the weight-shaped [width, D] / [D, width] ones and stacks (`_stacks`);
+    rows = elements / width."""
     _, d = _head(path)
     out = []
     for name, prog in _programs(path).items():
-        shapes = [a["shape"] for a in prog["args"]] + [s for i in prog["instructions"] for s in i["shapes"]]
+        stacks = _stacks(prog, width)
+        shapes = [a["shape"] for a in prog["args"]] + [s for i in prog["instructions"] if not set(i["out"]) & stacks
+                                                       for s in i["shapes"]]
         for s in shapes:
             if s is not None and width in s and sorted(s) != sorted([width, d]):
                 out.append((name, math.prod(s) // width, s))
