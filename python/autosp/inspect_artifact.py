@@ -71,7 +71,9 @@ def _launches(insts: list[dict]) -> int:
 
 def kernels(artifact_program: dict) -> dict[str, int]:
     """The fused kernels (sp-fuse) and the launches per step with them ("launches") and without them, each
-    kernel's ATen ops launched one by one ("aten_launches"); a view counts as none."""
+    kernel's ATen ops launched one by one ("aten_launches"); a view counts as none, and so does a cat of
+    parameters the runtime keeps side by side (sp-merge-projections' stacked weights: a view). Both
+    count the program as compiled, so the matmuls sp-merge-projections saved are on both sides."""
     out = {"kernels": 0, "launches": 0, "aten_launches": 0}
     for program in artifact_program["programs"].values():
         ks = program.get("kernels", {})
