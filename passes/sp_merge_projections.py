@@ -165,11 +165,10 @@ def _sum_of(group: list[Projection]):
     add = _summand(want[0])
     while add is not None:
         terms = _terms(add)
-        if all(any(t == w for w in want) for t in terms) and len(terms) == len(want) \
-                and all(any(t == w for t in terms) for w in want):
-            return add
         if not all(any(t == w for w in want) for t in terms):
-            return None
+            return None   # another value is summed in
+        if len(terms) == len(want):
+            return add    # each term one of the group's, as many as they are
         add = _summand(add.results[0])
     return None
 
