@@ -67,16 +67,6 @@ def _splits_only(before: list[int], after: list[int]) -> bool:
     return j == len(a)
 
 
-def _column_slice(op, strided: set, rows_apart: set) -> bool:
-    """A slice along the last dim of a value whose rows are contiguous or only apart: its rows are apart."""
-    if op_name(op) != A + "slice.Tensor":
-        return False
-    x = op.operation.operands[0]
-    ok, d = const_value(op.operation.operands[1])
-    return ok and len(shape(x)) >= 2 and d % len(shape(x)) == len(shape(x)) - 1 and \
-        (x not in strided or x in rows_apart)
-
-
 def nbytes(v: ir.Value) -> int:
     return math.prod(shape(v)) * ELEMENT_TYPES[dtype_str(v.type)].itemsize if is_tensor(v) else 0
 
@@ -132,7 +122,6 @@ class Simulation:
                 last[x] = i
         storage: dict[ir.Value, int] = {}    # value -> storage id
         strided: set[ir.Value] = set()
-        rows_apart: set[ir.Value] = set()    # strided only in that rows are apart: [rows..., N] with unit last stride
         members: dict[int, int] = {}          # storage id -> live values
         size: dict[int, int] = {}
         born: dict[int, int] = {}             # storage id -> tick made
@@ -173,11 +162,9 @@ class Simulation:
                 timeline.append(live)
                 continue
             for r in op.operation.results:
-                # a reshape of a non-contiguous value copies, unless it only splits dims (a view whatever
-                # the strides) or keeps the last dim of rows that are only apart (a stacked projection's piece)
-                kept_rows = name in RESHAPE and x[0] in rows_apart and shape(r)[-1:] == shape(x[0])[-1:]
-                copies = name in RESHAPE and x[0] in strided and not kept_rows and \
-                    not _splits_only(shape(x[0]), shape(r))
+                # a reshape of a non-contiguous value copies, unless it only splits dims: a view whatever the
+                # strides (t(x) viewed [D, B, S]; a stacked projection's piece viewed [1, T, F])
+                copies = name in RESHAPE and x[0] in strided and not _splits_only(shape(x[0]), shape(r))
                 if name in VIEWS and x and x[0] in storage and not copies:
                     sid = storage[x[0]]
                 else:
@@ -185,9 +172,7 @@ class Simulation:
                     size[sid], born[sid] = nbytes(r) if is_tensor(r) else 0, 4 * i
                     live += size[sid]
                 storage[r] = sid
-                if kept_rows or _column_slice(op, strided, rows_apart):
-                    rows_apart.add(r)
-                if name in STRIDED or _strided_split(op) or r in rows_apart or \
+                if name in STRIDED or _strided_split(op) or \
                         (name in VIEWS and x and x[0] in strided and name != A + "clone" and not copies):
                     strided.add(r)
                 members[sid] = members.get(sid, 0) + 1
