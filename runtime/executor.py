@@ -132,6 +132,12 @@ class Program:
             self.generator = torch.Generator(self.device).manual_seed(seed)
         return self.generator
 
+    def generators(self) -> list[torch.Generator]:
+        """The generators a run draws from (its dropout's), made on the run device now if not yet."""
+        draws = any(i["op"] == "aten.native_dropout.default" for i in self.program["instructions"])
+        gen = self._generator() if draws else None
+        return [gen] if gen is not None else []
+
     # ------------------------------------------------------------------ execution
     def _value(self, regs: list, kind: int, v: Any) -> Any:
         if kind == self.REG:
@@ -142,12 +148,15 @@ class Program:
             return self.device
         return [self._value(regs, k, x) for k, x in v]
 
-    def run(self, args: list[torch.Tensor], memory: LiveBytes | None = None) -> list[torch.Tensor]:
+    def run(self, args: list[torch.Tensor], memory: LiveBytes | None = None,
+            together: bool = True) -> list[torch.Tensor]:
         """One run; it takes the references in `args` (the list is emptied), so an argument the
         program frees (a saved value after its last reader) is freed then, as sp-plan-memory
         plans. The first run also checks every instruction before it runs (_precheck) and every
         result after, against the declared shapes and dtypes; with `memory`,
-        the live bytes of every value are tracked as the program frees them."""
+        the live bytes of every value are tracked as the program frees them. together=False (a
+        CUDA-graph capture, where nothing may synchronize): a failure only raises, and the run ends
+        without the ranks' failure check; the caller agrees outside the capture (graphs.py)."""
         for spec, a in zip(self.program["args"], args):
             if list(a.shape) != spec["shape"] or DTYPE_NAMES.get(a.dtype) != spec["dtype"]:
                 raise ProgramError(f"argument {spec['role']}:{spec['name']} has shape {list(a.shape)} and dtype "
@@ -158,11 +167,12 @@ class Program:
         if memory is not None:
             memory.adopt(args)
         args.clear()
-        self._execute(regs, memory)
-        self.mesh.agree(f"the end of the {self.name}", self.device)   # no rank leaves a failed run
+        self._execute(regs, memory, together)
+        if together:
+            self.mesh.agree(f"the end of the {self.name}", self.device)   # no rank leaves a failed run
         return [regs[o] for o in self.program["outputs"]]
 
-    def _execute(self, regs: list, memory: LiveBytes | None) -> None:
+    def _execute(self, regs: list, memory: LiveBytes | None, together: bool = True) -> None:
         REG, value = self.REG, self._value
         check = not self.checked
         for idx, (fn, operands, out, free) in enumerate(self.steps):
@@ -172,7 +182,7 @@ class Program:
             try:
                 res = fn(*inputs)
             except Exception as e:
-                self._failed(idx, e)
+                self._failed(idx, e, together)
             if len(out) == 1:
                 regs[out[0]] = res
             else:
@@ -188,12 +198,12 @@ class Program:
                 regs[f] = None
         self.checked = True
 
-    def _failed(self, idx: int, e: Exception) -> None:
+    def _failed(self, idx: int, e: Exception, together: bool) -> None:
         where = self._where(idx)
         if isinstance(e, CollectiveError):
             raise type(e)(f"{where}: {e}") from None
-        # the other ranks fail this run too, at its end
-        self.mesh.fail_run(self.program, idx, where, self.device)
+        if together:   # the other ranks fail this run too, at its end
+            self.mesh.fail_run(self.program, idx, where, self.device)
         # an out-of-memory stays catchable as such: callers back off or probe lengths with it
         kind = torch.OutOfMemoryError if isinstance(e, torch.OutOfMemoryError) else ProgramError
         raise kind(f"{where}: {_line(e)}") from e
@@ -279,7 +289,7 @@ class Kernel(Program):
                 raise shapes.ShapeError(f"operand {i} is {got}, {self.name} takes {a['shape']} {a['dtype']}")
         return [(r["shape"], DTYPES[r["dtype"]]) for r in self.program["results"]]
 
-    def _failed(self, idx: int, e: Exception) -> None:
+    def _failed(self, idx: int, e: Exception, together: bool) -> None:
         raise ProgramError(f"{self._where(idx)}: {_line(e)}") from e   # the caller names its instruction
 
 

@@ -16,6 +16,7 @@ from .collectives import DEFAULT_TIMEOUT_S, Mesh
 from .documents import IGNORE_INDEX, step_inputs
 from .executor import Program
 from .gpu_kernels import GpuObjects
+from .graphs import Graphs
 from .memory import LiveBytes, resident_bytes
 from .packing import pack, packs
 
@@ -26,26 +27,43 @@ class _Step(torch.autograd.Function):
     def forward(ctx, module: "CompiledModule", inputs: list[torch.Tensor], *params):
         args = module.arguments(params, inputs)
         memory = module._start_measuring(params) if module.measure_memory else None
+        ctx.module, ctx.memory, ctx.inputs = module, memory, None
+        graphed = module.graphs.forward(args[:-len(inputs)], inputs) if module.graphs is not None else None
+        if graphed is not None:   # a CUDA-graph replay (graphs.py): its saved values live in the graph
+            loss, ctx.ticket = graphed
+            return loss
+        ctx.ticket = None
         loss, *saved = module.forward_program.run(list(args), memory)
-        ctx.module, ctx.inputs, ctx.memory = module, args + saved, memory
+        if module.graphs is not None:
+            module.graphs.ran(0)
+        ctx.inputs = args + saved
         return loss
 
     @staticmethod
     def backward(ctx, grad_loss):
         module = ctx.module
-        inputs, ctx.inputs = ctx.inputs, None   # the run frees each saved value after its last reader
-        by_name = dict(zip(module._grad_names, module.backward_program.run(inputs, ctx.memory)))
-        if ctx.memory is not None:   # on a GPU the allocator's own high-water mark
-            module.peak_bytes = torch.cuda.max_memory_allocated(grad_loss.device) if grad_loss.is_cuda \
-                else ctx.memory.peak
-        # the programs' gradients are of the loss itself: scale by the incoming gradient (exact,
-        # linear), in place: they are the program's own fresh tensors
-        grads = [by_name[n].mul_(grad_loss) if n in by_name else None for n in module._param_names]
-        return (None, None, *grads)
+        if ctx.ticket is not None:   # already scaled by grad_loss inside the graph
+            held = [module.get_parameter(n) for n in module._grad_names]
+            by_name = dict(zip(module._grad_names, module.graphs.backward(ctx.ticket, grad_loss, held)))
+        else:
+            inputs, ctx.inputs = ctx.inputs, None   # the run frees each saved value after its last reader
+            by_name = dict(zip(module._grad_names, module.backward_program.run(inputs, ctx.memory)))
+            if module.graphs is not None:
+                module.graphs.ran(1)
+            # the programs' gradients are of the loss itself: scale by the incoming gradient (exact,
+            # linear), in place: they are the program's own fresh tensors
+            for g in by_name.values():
+                g.mul_(grad_loss)
+        if ctx.memory is not None:   # on a GPU the allocator's own high-water mark (a graph's: its pool)
+            module.peak_bytes = ctx.memory.peak if not grad_loss.is_cuda else \
+                torch.cuda.max_memory_reserved(grad_loss.device) if ctx.ticket is not None else \
+                torch.cuda.max_memory_allocated(grad_loss.device)
+        return (None, None, *(by_name.get(n) for n in module._param_names))
 
 
 class CompiledModule(nn.Module):
-    def __init__(self, artifact: Artifact, timeout_s: float = DEFAULT_TIMEOUT_S):
+    def __init__(self, artifact: Artifact, timeout_s: float = DEFAULT_TIMEOUT_S, cuda_graphs: bool = False,
+                 kernels: bool = True):
         super().__init__()
         self.artifact = artifact
         prog = artifact.program
@@ -54,7 +72,8 @@ class CompiledModule(nn.Module):
         fwd, bwd = prog["programs"]["forward"], prog["programs"]["backward"]
         self.forward_program = Program(fwd, self.mesh, "forward program")
         self.backward_program = Program(bwd, self.mesh, "backward program")
-        self.forward_program.objects = self.backward_program.objects = GpuObjects(artifact)
+        self.forward_program.objects = self.backward_program.objects = GpuObjects(artifact) if kernels else None
+        self.graphs = Graphs(self.forward_program, self.backward_program) if cuda_graphs else None
         self._param_names = [a["name"] for a in fwd["args"] if a["role"] == "param"]
         self._buffer_names = [a["name"] for a in fwd["args"] if a["role"] == "buffer"]
         self._grad_names = [r.split(":", 1)[1] for r in bwd["results"]]
@@ -160,8 +179,12 @@ class CompiledModule(nn.Module):
         return prog._generator()
 
 
-def load(path: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> CompiledModule:
+def load(path: str, timeout_s: float = DEFAULT_TIMEOUT_S, cuda_graphs: bool = False, kernels: bool = True
+         ) -> CompiledModule:
     """Load and verify an artifact; call inside the initialized process group (world = sp x dp).
     Its collectives give up after timeout_s seconds without an answer from a peer (CollectiveError
-    naming the collective and the peers), and a rank whose step fails makes every rank fail it."""
-    return CompiledModule(read(path), timeout_s)
+    naming the collective and the peers), and a rank whose step fails makes every rank fail it.
+    cuda_graphs: on CUDA, capture the forward and backward programs at the second step and replay
+    them after (graphs.py). kernels=False: the fused kernels run as the ATen ops they replaced even
+    where the artifact has objects for the device (to compare)."""
+    return CompiledModule(read(path), timeout_s, cuda_graphs, kernels)
