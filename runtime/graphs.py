@@ -15,9 +15,10 @@ A graph reads the addresses it was captured with: parameters and buffers must st
 What replay changes for the caller, each kept exact:
 - the loss is returned as a copy (the static one is overwritten by the next replay);
 - the gradients reach autograd as views of the graph's static gradients, so .grad costs no second
-  copy of the model; before the backward replays again, a .grad that still is such a view
-  (accumulation without zero_grad(set_to_none=True)) is first moved to a copy of its own. Any other
-  reference kept to an earlier step's gradient sees it overwritten, as with any CUDA graph;
+  copy of the model. The backward graph, captured second into the pool, may keep them in memory the
+  forward graph uses for its temporaries: before the forward replays again, a .grad that still is
+  such a view (accumulation without zero_grad(set_to_none=True)) is first moved to a copy of its own.
+  Any other reference kept to an earlier step's gradient sees it overwritten, as with any CUDA graph;
 - a backward must follow its own forward: the saved values live in the pool, so the backward of an
   earlier forward, once a later one replayed, raises instead of using the later one's;
 - the ranks' failure check of every run (collectives.Mesh.agree) runs after the replay, outside the
@@ -85,8 +86,10 @@ class Graphs:
         self.ticket = 0                        # bumped by every graphed forward and backward
         self.said = False
 
-    def forward(self, fixed: list[torch.Tensor], inputs: list[torch.Tensor]) -> tuple[torch.Tensor, int] | None:
-        """fixed: the parameters and buffers as the programs take them."""
+    def forward(self, fixed: list[torch.Tensor], inputs: list[torch.Tensor],
+                grads_held: Callable[[], list[Any]]) -> tuple[torch.Tensor, int] | None:
+        """fixed: the parameters and buffers as the programs take them; grads_held() gives, for each
+        gradient of the backward program, the parameter whose .grad may be a view of it."""
         device = inputs[0].device
         key = (device, *(t.data_ptr() for t in fixed))
         if key != self.key:   # first step here, or the parameters moved: op by op, capture next
@@ -101,6 +104,9 @@ class Graphs:
         if self.captured is None:
             self.captured = self._capture(self.graphs, fixed, inputs)
         c = self.captured
+        for p, g in zip(grads_held(), c.grads):   # accumulation: last step's .grad out of the pool's way
+            if p.grad is not None and p.grad.untyped_storage().data_ptr() == g.untyped_storage().data_ptr():
+                p.grad = p.grad.clone()
         for static, x in zip(c.inputs, inputs):
             static.copy_(x)
         c.forward()
@@ -135,16 +141,11 @@ class Graphs:
         fwd.mesh.agree("the CUDA-graph capture", device)
         return _Captured(static_in, loss, grad_loss, grads, replay_fwd, replay_bwd)
 
-    def backward(self, ticket: int, grad_loss: torch.Tensor, grads_held: list[Any]) -> list[torch.Tensor]:
-        """grads_held: for each gradient, the parameter whose .grad may still be a view of it (or None)."""
+    def backward(self, ticket: int, grad_loss: torch.Tensor) -> list[torch.Tensor]:
         c = self.captured
         if c is None or ticket != self.ticket:
             raise ProgramError("the backward of a CUDA-graphed step must run before the next step's forward: the "
                                "saved values of this one were overwritten (or the parameters moved since)")
-        for p, g in zip(grads_held, c.grads):   # accumulation: last step's .grad out of the graph's way
-            if p is not None and p.grad is not None and p.grad.untyped_storage().data_ptr() == \
-                    g.untyped_storage().data_ptr():
-                p.grad = p.grad.clone()
         c.grad_loss.copy_(grad_loss)
         c.backward()
         bwd = self.programs[1]

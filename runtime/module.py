@@ -28,7 +28,8 @@ class _Step(torch.autograd.Function):
         args = module.arguments(params, inputs)
         memory = module._start_measuring(params) if module.measure_memory else None
         ctx.module, ctx.memory, ctx.inputs = module, memory, None
-        graphed = module.graphs.forward(args[:-len(inputs)], inputs) if module.graphs is not None else None
+        graphed = module.graphs.forward(args[:-len(inputs)], inputs, module._grad_params) \
+            if module.graphs is not None else None
         if graphed is not None:   # a CUDA-graph replay (graphs.py): its saved values live in the graph
             loss, ctx.ticket = graphed
             return loss
@@ -43,8 +44,7 @@ class _Step(torch.autograd.Function):
     def backward(ctx, grad_loss):
         module = ctx.module
         if ctx.ticket is not None:   # already scaled by grad_loss inside the graph
-            held = [module.get_parameter(n) for n in module._grad_names]
-            by_name = dict(zip(module._grad_names, module.graphs.backward(ctx.ticket, grad_loss, held)))
+            by_name = dict(zip(module._grad_names, module.graphs.backward(ctx.ticket, grad_loss)))
         else:
             inputs, ctx.inputs = ctx.inputs, None   # the run frees each saved value after its last reader
             by_name = dict(zip(module._grad_names, module.backward_program.run(inputs, ctx.memory)))
@@ -99,6 +99,10 @@ class CompiledModule(nn.Module):
         # the groups sp-merge-projections stacks: kept side by side in one storage (packing.py)
         self._packs = list({tuple(g): None for p in (fwd, bwd) for g in packs(p).values()})
         self._pack_params()
+
+    def _grad_params(self) -> list[nn.Parameter]:
+        """The parameter of each gradient the backward program returns."""
+        return [self.get_parameter(n) for n in self._grad_names]
 
     def _pack_params(self) -> None:
         """Each stacked group in one storage again (after .to() / .cuda(), which copy each parameter)."""

@@ -25,10 +25,13 @@ DROPOUT = "py:models:dropout_model"
 
 class Rerun:
     """CUDA graphs' contract on CPU. Like torch.cuda.graph with registered generators, a capture
-    leaves the generators as it found them and every replay draws from them anew."""
+    leaves the generators as it found them and every replay draws from them anew. Graphs captured into
+    one pool share its memory: a later capture may take what an earlier graph frees inside itself, so
+    a replay may overwrite the outputs of every graph captured after it (here: with NaN)."""
 
     def __init__(self, device: torch.device, fail: bool = False):
         self.captures, self.replays, self.fail = 0, 0, fail
+        self.outputs: list[list[torch.Tensor]] = []   # of each capture, in order
 
     def capture(self, fn, generators):
         if self.fail:
@@ -38,9 +41,13 @@ class Rerun:
         for g, s in zip(generators, states):
             g.set_state(s)
         self.captures += 1
+        self.outputs.append(outs)
+        index = len(self.outputs) - 1
 
         def replay() -> None:
             self.replays += 1
+            for o in (o for later in self.outputs[index + 1:] for o in later if o.is_floating_point()):
+                o.fill_(float("nan"))
             for o, r in zip(outs, fn()):
                 o.copy_(r)
         return replay, outs
@@ -118,8 +125,8 @@ def test_replayed_steps_are_the_op_by_op_steps(artifacts, spec):
 @pytest.mark.in_process
 def test_accumulation_without_zero_grad(artifacts):
     """A .grad that a replayed backward set (after zero_grad) is a view of the graph's gradients: kept
-    into the next steps, it must be moved out of the way before the next replay writes them, or the
-    sum would count the new gradient twice."""
+    into the next steps, it must be moved out of the way before the next forward replays (which may
+    reuse that memory) and the backward writes the new gradients there."""
     path, zero = artifacts[f"{SPEC}/1"], (True, True, False, False)
     want = _train(_loaded(path, SPEC), 4, zero)
     m = _loaded(path, SPEC)
