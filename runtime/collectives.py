@@ -23,11 +23,16 @@ zeros of their declared shapes, so its peers are never left waiting inside the p
 its flag: every rank fails the same run at the same point and the next step starts in lockstep (a
 notebook that catches the error can simply run the step again). One flag per run, not one per
 collective: each blocking exchange costs a rendezvous of every rank.
+
+Transport: a group of CPU ranks on one host exchanges through shared memory (shm_collectives.py:
+microseconds where gloo's sleeping rendezvous costs ~1 ms); everything else goes through
+torch.distributed. Its slots hold the largest message of the programs (largest_message).
 """
 from __future__ import annotations
 
 import datetime
 import functools
+import math
 from typing import Callable
 
 import torch
@@ -35,6 +40,7 @@ import torch.distributed as dist
 
 from . import ring_attention
 from .artifact import DTYPES, ArtifactError
+from .shm_collectives import Channel, Unanswered, open_channel
 
 DEFAULT_TIMEOUT_S = 300.0   # minutes, not gloo's 30: a stalled peer is an error, not a silent hang
 
@@ -55,11 +61,58 @@ def _identity_over_one_rank(method: Callable) -> Callable:
     return run
 
 
+def isend_irecv(sends: list[torch.Tensor], recvs: list[torch.Tensor], to: int, source: int,
+                group) -> Callable[[], None]:
+    """Start sending `sends` to global rank `to` and receiving `recvs` from `source`; wait() ends both."""
+    requests = dist.batch_isend_irecv([*(dist.P2POp(dist.isend, x, to, group) for x in sends),
+                                       *(dist.P2POp(dist.irecv, x, source, group) for x in recvs)])
+    return lambda: [r.wait() for r in requests]
+
+
+# the torch.distributed calls a shared-memory Channel carries: its method, and which argument is the
+# message this rank sends
+_CHANNEL_CALLS = {dist.all_reduce: ("all_reduce", 0), dist.all_to_all: ("all_to_all", 1),
+                  dist.all_gather: ("all_gather", 1), dist.reduce_scatter: ("reduce_scatter", 1),
+                  isend_irecv: ("isend_irecv", 0)}
+
+
+def _declared(program: dict) -> dict[int, tuple[list[int], str]]:
+    """Every register's declared (shape, dtype)."""
+    declared = {i: (a["shape"], a["dtype"]) for i, a in enumerate(program["args"])}
+    for inst in program["instructions"]:
+        for out, shape, dtype in zip(inst["out"], inst.get("shapes", []), inst.get("dtypes", [])):
+            declared[out] = (shape, dtype)
+    return declared
+
+
+# what a rank sends in a collective: which operands, at how many bytes an element at least
+_SENT = {"sp.ring_attention": (slice(1, 3), 4),        # K / V
+         "sp.ring_attention_grad": (slice(2, 4), 4)}   # K / V, then dK / dV in fp32
+
+
+def largest_message(programs: list[dict], world: int) -> int:
+    """The most bytes a rank sends in one collective of these programs: a collective's input, ring
+    attention's K / V blocks or their fp32 gradients, or the failure flags."""
+    most = 4 * world
+    for p in programs:
+        declared = _declared(p)
+        for inst in p["instructions"]:
+            if inst["op"] in COLLECTIVES:
+                operands, least = _SENT.get(inst["op"], (slice(0, 1), 1))
+                sent = [declared.get(a.get("r"), (None, None)) for a in inst["args"][operands]]
+                most = max(most, sum(math.prod(shape) * max(least, DTYPES[dtype].itemsize)
+                                     for shape, dtype in sent if shape is not None and dtype in DTYPES))
+    return most
+
+
 class Mesh:
     def __init__(self, sp: int, dp: int, timeout_s: float = DEFAULT_TIMEOUT_S, order: str = "contiguous",
-                 ulysses: int = 1):
+                 ulysses: int = 1, message_bytes: int = 0):
+        """message_bytes: the largest message the programs send (largest_message), which a group
+        of one host's CPU ranks exchanges through shared memory; 0: torch.distributed alone."""
         self.sp, self.dp, self.order, self.u = sp, dp, order, ulysses
         self.timeout_s = timeout_s
+        self.channels: dict[str, Channel] = {}
         if not dist.is_available() or not dist.is_initialized():
             if sp * dp != 1:
                 raise ArtifactError(f"the artifact was compiled for sp={sp} x dp={dp} = {sp * dp} ranks; "
@@ -98,6 +151,12 @@ class Mesh:
                     g = dist.new_group(ranks, timeout=timeout)
                     if self.rank in ranks:
                         self.groups["ring"], self.members["ring"] = g, ranks
+        # in the same order on every rank: each opening exchanges over its group
+        for name in ("world", "sp", "dp", "ulysses", "ring") if message_bytes else ():
+            if name in self.groups and len(self.members[name]) > 1 and dist.get_backend(self.groups[name]) == "gloo":
+                channel = open_channel(self.groups[name], self.members[name], self.rank, message_bytes, timeout_s)
+                if channel is not None:
+                    self.channels[name] = channel
 
     def size(self, group: str) -> int:
         return {"sp": self.sp, "dp": self.dp, "world": self.sp * self.dp, "ulysses": self.u,
@@ -126,14 +185,22 @@ class Mesh:
 
     # ------------------------------------------------------------------ failing together
     def _call(self, what: str, group: str, fn, *args, **kwargs):
-        """One torch.distributed call; a timeout or a lost peer becomes a one-line CollectiveError."""
+        """One torch.distributed call, through the group's shared memory where it carries it; a timeout
+        or a lost peer becomes a one-line CollectiveError."""
+        channel, (method, message) = self.channels.get(group), _CHANNEL_CALLS.get(fn, (None, 0))
         try:
+            if channel is not None and method is not None and \
+                    channel.fits(args[message] if isinstance(args[message], list) else [args[message]]):
+                return getattr(channel, method)(*args, **kwargs)
             return fn(*args, group=self.groups[group], **kwargs)
+        except Unanswered as e:
+            peers, verb, cause = e.ranks, "lost" if e.lost else "got no answer from", \
+                "its process ended" if e.lost else "shared-memory wait timed out"
         except RuntimeError as e:
             peers = [r for r in self.members[group] if r != self.rank]
             cause = str(e).strip().split("\n")[0].rpartition("] ")[2]
             verb = "got no answer from" if "Timed out" in cause or "timed out" in cause else "lost"
-            raise CollectiveError(f"rank {self.rank}: {what} over the {group} group {self.members[group]} {verb} "
+        raise CollectiveError(f"rank {self.rank}: {what} over the {group} group {self.members[group]} {verb} "
                                   f"rank{'s' if len(peers) > 1 else ''} {', '.join(map(str, peers))} (timeout "
                                   f"{self.timeout_s:g} s): {cause}") from None
 
@@ -156,10 +223,7 @@ class Mesh:
         the run's end, where the other ranks' agree() fails them too."""
         if self.sp * self.dp == 1:
             return
-        declared = {i: (a["shape"], a["dtype"]) for i, a in enumerate(program["args"])}
-        for inst in program["instructions"]:
-            for out, shape, dtype in zip(inst["out"], inst.get("shapes", []), inst.get("dtypes", [])):
-                declared[out] = (shape, dtype)
+        declared = _declared(program)
         for inst in program["instructions"][failed_at + 1:]:
             if inst["op"] in COLLECTIVES:
                 zeros = [torch.zeros(declared[a["r"]][0], dtype=DTYPES[declared[a["r"]][1]], device=device)
@@ -225,14 +289,10 @@ class Mesh:
         nxt, prev = members[(i + shift) % len(members)], members[(i - shift) % len(members)]
         sends = [x.contiguous() for x in xs]
         recvs = [torch.empty_like(x) for x in sends]
-
-        def start(group):
-            return dist.batch_isend_irecv([*(dist.P2POp(dist.isend, x, nxt, group) for x in sends),
-                                           *(dist.P2POp(dist.irecv, x, prev, group) for x in recvs)])
-        requests = self._call(what, group, start)
+        finish = self._call(what, group, isend_irecv, sends, recvs, nxt, prev)
 
         def wait() -> list[torch.Tensor]:
-            self._call(what, group, lambda group: [r.wait() for r in requests])
+            self._call(what, group, lambda group: finish())
             return recvs
         return wait
 

@@ -12,7 +12,7 @@ import torch
 import torch.nn as nn
 
 from .artifact import DTYPES, PACKED_INPUTS, Artifact, ArtifactError, read
-from .collectives import DEFAULT_TIMEOUT_S, Mesh
+from .collectives import DEFAULT_TIMEOUT_S, Mesh, largest_message
 from .documents import IGNORE_INDEX, step_inputs
 from .executor import Program
 from .gpu_kernels import GpuObjects
@@ -68,8 +68,9 @@ class CompiledModule(nn.Module):
         self.artifact = artifact
         prog = artifact.program
         mesh = prog["mesh"]
-        self.mesh = Mesh(mesh["sp"], mesh["dp"], timeout_s, mesh.get("order", "contiguous"), mesh.get("ulysses", 1))
         fwd, bwd = prog["programs"]["forward"], prog["programs"]["backward"]
+        self.mesh = Mesh(mesh["sp"], mesh["dp"], timeout_s, mesh.get("order", "contiguous"), mesh.get("ulysses", 1),
+                         largest_message([fwd, bwd], mesh["sp"] * mesh["dp"]))
         self.forward_program = Program(fwd, self.mesh, "forward program")
         self.backward_program = Program(bwd, self.mesh, "backward program")
         self.forward_program.objects = self.backward_program.objects = GpuObjects(artifact) if kernels else None

@@ -44,7 +44,9 @@ def _stall(path: str) -> tuple[str, float]:
     return "no error", time.perf_counter() - t
 
 
-def test_stalled_peer_is_an_error_within_the_timeout(sp2):
+@pytest.mark.parametrize("shm", ["1", "0"], ids=["shared-memory", "gloo"])
+def test_stalled_peer_is_an_error_within_the_timeout(sp2, shm, monkeypatch):
+    monkeypatch.setenv("AUTOSP_SHM", shm)   # the ranks' transport (shm_collectives.py)
     (msg, elapsed), _ = spawn(2, _stall, sp2)
     assert "rank 0:" in msg and "got no answer from rank 1 (timeout 2 s)" in msg, msg
     assert msg.startswith("instruction ") and "(sp." in msg, msg       # the collective it waited in

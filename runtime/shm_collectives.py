@@ -1,0 +1,257 @@
+"""Collectives among the CPU ranks of one host, through shared memory.
+
+Why: gloo makes every collective a sleeping rendezvous. A rank's thread blocks and the kernel wakes it
+when its peers' bytes arrive: ~0.5-1 ms after compute on a small VM, for each of the dozen
+collectives of a demo step (benchmarks/train_throughput.py). Ranks that share a host can instead
+write to one shared segment and wait by spinning on its counters (yielding the core to any other
+runnable thread), so a collective whose peers are already there costs microseconds.
+
+Where (collectives.Mesh opens a Channel per group at load, every member together): a group that
+torch.distributed runs on gloo, whose members all map the same segment (one host: one /dev/shm),
+on Linux x86-64, whose stores become visible in program order, so a counter published after a
+message is never seen before the message. Elsewhere, for tensors off the CPU and for a message
+larger than a slot, the group's calls go to gloo as before; every member takes the same route for a
+call, the messages of a program being the same size on every rank. AUTOSP_SHM=0 turns it off.
+
+Protocol. Member m of n owns SLOTS slots of `capacity` bytes. Its k-th operation on the group (every
+member runs the group's operations in the same order, as torch.distributed requires) writes its
+message to slot k % SLOTS, then publishes k. A reader waits until the writer published k, copies
+the pieces it needs out of the writer's slot, then marks k done. A writer reuses a slot once every
+member has done every operation up to k - SLOTS: with two slots one operation may stay open while
+the next runs (ring attention's backward passes dk / dv while its K / V pass is open). Reductions
+add the members' messages in member order, so every member gets the same bits.
+
+Failures. A wait looks at its peers every WATCH_S: a member whose lock (an flock it holds until its
+process ends) is free has died; a wait longer than the timeout names the members that had not
+published. The segment and the lock files are unlinked as soon as every member has opened them, so
+nothing outlives the processes."""
+from __future__ import annotations
+
+import fcntl
+import mmap
+import os
+import platform
+import sys
+import time
+import uuid
+from typing import Callable
+
+import torch
+import torch.distributed as dist
+
+SLOTS = 2
+ALIGN = 64            # every piece of a message starts on a cache line (and on any dtype's alignment)
+LINE = ALIGN // 8     # int64 counters per cache line: member m's are at (m + 1) * LINE (+ 0: published, + 1: done)
+SPIN_S = 0.01         # a wait spins this long, then sleeps SLEEP_S between looks
+SLEEP_S = 2e-4
+WATCH_S = 0.05        # how often a wait looks for dead peers and at the timeout
+ROOT = "/dev/shm"
+
+
+class Unanswered(Exception):
+    """A wait gave up: `ranks` died (lost) or did not answer within the timeout."""
+
+    def __init__(self, ranks: list[int], lost: bool):
+        super().__init__(f"{'lost' if lost else 'no answer from'} ranks {ranks}")
+        self.ranks, self.lost = ranks, lost
+
+
+def available() -> bool:
+    return (os.environ.get("AUTOSP_SHM", "1") != "0" and sys.platform == "linux"
+            and platform.machine() in ("x86_64", "AMD64") and os.path.isdir(ROOT))
+
+
+def _aligned(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
+def message_bytes(tensors: list[torch.Tensor]) -> int:
+    return sum(_aligned(t.numel() * t.element_size()) for t in tensors)
+
+
+class Channel:
+    """One group's shared segment, as seen by member `me` (global ranks `ranks`, in group order)."""
+
+    def __init__(self, segment: mmap.mmap, ranks: list[int], me: int, capacity: int, locks: list[int],
+                 timeout_s: float):
+        self.ranks, self.me, self.n, self.capacity = ranks, me, len(ranks), capacity
+        self.ctl = memoryview(segment).cast("q")
+        self.data = torch.frombuffer(segment, dtype=torch.uint8)
+        self.base = (self.n + 1) * ALIGN
+        self.locks, self.timeout_s = locks, timeout_s
+        self.started = 0                  # operations this member started on the group
+        self.finished: set[int] = set()   # done out of order, above the published done count
+
+    # ------------------------------------------------------------------ the protocol
+    def fits(self, message: list[torch.Tensor]) -> bool:
+        return all(t.device.type == "cpu" for t in message) and message_bytes(message) <= self.capacity
+
+    def _published(self, m: int) -> int:
+        return self.ctl[(m + 1) * LINE]
+
+    def _done(self, m: int) -> int:
+        return self.ctl[(m + 1) * LINE + 1]
+
+    def _pieces(self, m: int, k: int, like: list[torch.Tensor]) -> list[torch.Tensor]:
+        """Member m's message of operation k, laid out as `like`: views into its slot."""
+        at, out = self.base + (m * SLOTS + k % SLOTS) * self.capacity, []
+        for t in like:
+            size = t.numel() * t.element_size()
+            out.append(self.data[at:at + size].view(t.dtype).view(t.shape))
+            at += _aligned(size)
+        return out
+
+    def _start(self, message: list[torch.Tensor]) -> int:
+        k = self.started + 1
+        self._wait(lambda: all(self._done(m) >= k - SLOTS for m in range(self.n)),
+                   lambda: [m for m in range(self.n) if self._done(m) < k - SLOTS])
+        for piece, t in zip(self._pieces(self.me, k, message), message):
+            piece.copy_(t)
+        self.started = k
+        self.ctl[(self.me + 1) * LINE] = k   # after the message: x86 keeps the stores in order
+        return k
+
+    def _read(self, m: int, k: int, like: list[torch.Tensor]) -> list[torch.Tensor]:
+        self._wait(lambda: self._published(m) >= k, lambda: [m])
+        return self._pieces(m, k, like)
+
+    def _finish(self, k: int) -> None:
+        self.finished.add(k)
+        done = self._done(self.me)
+        while done + 1 in self.finished:
+            done += 1
+            self.finished.remove(done)
+        self.ctl[(self.me + 1) * LINE + 1] = done
+
+    def _wait(self, ready: Callable[[], bool], missing: Callable[[], list[int]]) -> None:
+        if ready():
+            return
+        start = watched = time.monotonic()
+        while not ready():
+            now = time.monotonic()
+            if now - watched >= WATCH_S:
+                watched = now
+                dead = [m for m in missing() if self._dead(m)]
+                if dead:
+                    raise Unanswered([self.ranks[m] for m in dead], lost=True)
+                if now - start >= self.timeout_s:
+                    raise Unanswered([self.ranks[m] for m in missing()], lost=False)
+            if now - start < SPIN_S:
+                os.sched_yield()
+            else:
+                time.sleep(SLEEP_S)
+
+    def _dead(self, m: int) -> bool:
+        try:
+            fcntl.flock(self.locks[m], fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False   # its process still holds it
+        fcntl.flock(self.locks[m], fcntl.LOCK_UN)
+        return True
+
+    # ------------------------------------------------------------------ torch.distributed's calls
+    def _reduce(self, parts: list[torch.Tensor], op) -> torch.Tensor:
+        acc = parts[0].clone()
+        for p in parts[1:]:
+            if op == dist.ReduceOp.MAX:
+                torch.maximum(acc, p, out=acc)
+            else:
+                acc.add_(p)
+        return acc
+
+    def all_reduce(self, t: torch.Tensor, op=dist.ReduceOp.SUM) -> None:
+        k = self._start([t])
+        t.copy_(self._reduce([self._read(m, k, [t])[0] for m in range(self.n)], op))
+        self._finish(k)
+
+    def all_to_all(self, recv: list[torch.Tensor], send: list[torch.Tensor]) -> None:
+        k = self._start(send)
+        for m, r in enumerate(recv):
+            r.copy_(self._read(m, k, send)[self.me])
+        self._finish(k)
+
+    def all_gather(self, parts: list[torch.Tensor], x: torch.Tensor) -> None:
+        k = self._start([x])
+        for m, p in enumerate(parts):
+            p.copy_(self._read(m, k, [x])[0])
+        self._finish(k)
+
+    def reduce_scatter(self, out: torch.Tensor, parts: list[torch.Tensor]) -> None:
+        k = self._start(parts)
+        out.copy_(self._reduce([self._read(m, k, parts)[self.me] for m in range(self.n)], dist.ReduceOp.SUM))
+        self._finish(k)
+
+    def isend_irecv(self, sends: list[torch.Tensor], recvs: list[torch.Tensor], to: int,
+                    source: int) -> Callable[[], None]:
+        """Send to global rank `to`, receive from `source`; the returned wait() fills recvs."""
+        k, m = self._start(sends), self.ranks.index(source)
+
+        def wait() -> None:
+            for r, piece in zip(recvs, self._read(m, k, sends)):
+                r.copy_(piece)
+            self._finish(k)
+        return wait
+
+
+def _agreed(ok: bool, group) -> bool:
+    flag = torch.tensor([int(ok)], dtype=torch.int32)
+    dist.all_reduce(flag, op=dist.ReduceOp.MIN, group=group)
+    return bool(flag.item())
+
+
+def open_channel(group, ranks: list[int], rank: int, capacity: int, timeout_s: float) -> Channel | None:
+    """Every member of the group calls this together (it exchanges over the group through gloo): the
+    group's Channel, or None where some member cannot map the segment (another host, no room)."""
+    me, n = ranks.index(rank), len(ranks)
+    capacity = _aligned(capacity) + ALIGN * n   # a message of n pieces (all_to_all) aligns each
+    size = (n + 1) * ALIGN + n * SLOTS * capacity
+    names: list = [None, 0]
+    segment = path = None
+    if me == 0 and available():
+        path, token = os.path.join(ROOT, f"autosp-{uuid.uuid4().hex}"), uuid.uuid4().int >> 65
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+            try:
+                os.posix_fallocate(fd, 0, size)   # room now, or an error (not a SIGBUS at a later write)
+                segment = mmap.mmap(fd, size)
+            finally:
+                os.close(fd)
+            memoryview(segment).cast("q")[0] = token
+            names = [path, token]
+        except OSError:
+            if os.path.exists(path):
+                os.unlink(path)
+            segment = None
+    dist.broadcast_object_list(names, src=ranks[0], group=group)
+    path, token = names
+    own_lock = f"{path}-{me}.lock" if path else None
+    try:
+        if me != 0 and path and available():
+            fd = os.open(path, os.O_RDWR)
+            try:
+                if os.fstat(fd).st_size == size:
+                    segment = mmap.mmap(fd, size)
+            finally:
+                os.close(fd)
+            if segment is not None and memoryview(segment).cast("q")[0] != token:
+                segment = None
+        locks: list[int] = []
+        if segment is not None:
+            lock = os.open(own_lock, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+            fcntl.flock(lock, fcntl.LOCK_EX)   # held until this process ends: how peers tell it is alive
+    except OSError:
+        segment = None
+    ok = _agreed(segment is not None, group)
+    if ok:
+        try:
+            locks = [os.open(f"{path}-{m}.lock", os.O_RDWR) if m != me else lock for m in range(n)]
+        except OSError:
+            ok = False
+        ok = _agreed(ok, group)   # every member opened everything: the names can go
+    if own_lock and os.path.exists(own_lock):
+        os.unlink(own_lock)
+    if me == 0 and path:
+        os.unlink(path)
+    if not ok:
+        return None
+    return Channel(segment, ranks, me, capacity, locks, timeout_s)
