@@ -61,19 +61,51 @@ def _identity_over_one_rank(method: Callable) -> Callable:
     return run
 
 
-def isend_irecv(sends: list[torch.Tensor], recvs: list[torch.Tensor], to: int, source: int,
-                group) -> Callable[[], None]:
-    """Start sending `sends` to global rank `to` and receiving `recvs` from `source`; wait() ends both."""
-    requests = dist.batch_isend_irecv([*(dist.P2POp(dist.isend, x, to, group) for x in sends),
-                                       *(dist.P2POp(dist.irecv, x, source, group) for x in recvs)])
-    return lambda: [r.wait() for r in requests]
+_REDUCE_OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX}
 
 
-# the torch.distributed calls a shared-memory Channel carries: its method, and which argument is the
-# message this rank sends
-_CHANNEL_CALLS = {dist.all_reduce: ("all_reduce", 0), dist.all_to_all: ("all_to_all", 1),
-                  dist.all_gather: ("all_gather", 1), dist.reduce_scatter: ("reduce_scatter", 1),
-                  isend_irecv: ("isend_irecv", 0)}
+class TorchTransport:
+    """A group's collectives through torch.distributed (gloo, NCCL / RCCL); a shared-memory Channel
+    (shm_collectives.py) offers the same calls. Results are new tensors."""
+
+    def __init__(self, group, size: int):
+        self.group, self.n = group, size
+
+    def all_reduce(self, x: torch.Tensor, op: str) -> torch.Tensor:
+        out = x.clone()
+        dist.all_reduce(out, op=_REDUCE_OPS[op], group=self.group)
+        return out
+
+    def all_to_all(self, chunks: list[torch.Tensor], gather_dim: int) -> torch.Tensor:
+        send = [c.contiguous() for c in chunks]
+        recv = [torch.empty_like(c) for c in send]
+        dist.all_to_all(recv, send, group=self.group)
+        return torch.cat(recv, gather_dim)
+
+    def all_gather(self, x: torch.Tensor) -> list[torch.Tensor]:
+        x = x.contiguous()
+        parts = [torch.empty_like(x) for _ in range(self.n)]
+        dist.all_gather(parts, x, group=self.group)
+        return parts
+
+    def reduce_scatter(self, parts: list[torch.Tensor]) -> torch.Tensor:
+        parts = [p.contiguous() for p in parts]
+        out = torch.empty_like(parts[0])
+        dist.reduce_scatter(out, parts, group=self.group)
+        return out
+
+    def isend_irecv(self, sends: list[torch.Tensor], to: int, source: int) -> Callable[[], list[torch.Tensor]]:
+        """Start sending to global rank `to` and receiving from `source`; wait() gives what arrived."""
+        sends = [x.contiguous() for x in sends]
+        recvs = [torch.empty_like(x) for x in sends]
+        requests = dist.batch_isend_irecv([*(dist.P2POp(dist.isend, x, to, self.group) for x in sends),
+                                           *(dist.P2POp(dist.irecv, x, source, self.group) for x in recvs)])
+
+        def wait() -> list[torch.Tensor]:
+            for r in requests:
+                r.wait()
+            return recvs
+        return wait
 
 
 def _declared(program: dict) -> dict[int, tuple[list[int], str]]:
@@ -117,7 +149,7 @@ class Mesh:
             if sp * dp != 1:
                 raise ArtifactError(f"the artifact was compiled for sp={sp} x dp={dp} = {sp * dp} ranks; "
                                     "initialize a process group first (torchrun, or autospc train)")
-            self.rank, self.groups = 0, {}
+            self.rank, self.groups, self.transports = 0, {}, {}
             return
         world = dist.get_world_size()
         if world != sp * dp:
@@ -151,6 +183,7 @@ class Mesh:
                     g = dist.new_group(ranks, timeout=timeout)
                     if self.rank in ranks:
                         self.groups["ring"], self.members["ring"] = g, ranks
+        self.transports = {name: TorchTransport(g, len(self.members[name])) for name, g in self.groups.items()}
         # in the same order on every rank: each opening exchanges over its group
         for name in ("world", "sp", "dp", "ulysses", "ring") if message_bytes else ():
             if name in self.groups and len(self.members[name]) > 1 and dist.get_backend(self.groups[name]) == "gloo":
@@ -184,15 +217,17 @@ class Mesh:
         return out
 
     # ------------------------------------------------------------------ failing together
-    def _call(self, what: str, group: str, fn, *args, **kwargs):
-        """One torch.distributed call, through the group's shared memory where it carries it; a timeout
-        or a lost peer becomes a one-line CollectiveError."""
-        channel, (method, message) = self.channels.get(group), _CHANNEL_CALLS.get(fn, (None, 0))
+    def _call(self, what: str, group: str, method: str, message: list[torch.Tensor], *args):
+        """One collective call through the group's shared-memory channel where it carries the message
+        this rank sends, else through torch.distributed."""
+        channel = self.channels.get(group)
+        transport = channel if channel is not None and channel.fits(message) else self.transports[group]
+        return self._guarded(what, group, getattr(transport, method), *args)
+
+    def _guarded(self, what: str, group: str, fn: Callable, *args):
+        """fn(*args); a timeout or a lost peer becomes a one-line CollectiveError."""
         try:
-            if channel is not None and method is not None and \
-                    channel.fits(args[message] if isinstance(args[message], list) else [args[message]]):
-                return getattr(channel, method)(*args, **kwargs)
-            return fn(*args, group=self.groups[group], **kwargs)
+            return fn(*args)
         except Unanswered as e:
             peers, verb, cause = e.ranks, "lost" if e.lost else "got no answer from", \
                 "its process ended" if e.lost else "shared-memory wait timed out"
@@ -201,8 +236,8 @@ class Mesh:
             cause = str(e).strip().split("\n")[0].rpartition("] ")[2]
             verb = "got no answer from" if "Timed out" in cause or "timed out" in cause else "lost"
         raise CollectiveError(f"rank {self.rank}: {what} over the {group} group {self.members[group]} {verb} "
-                                  f"rank{'s' if len(peers) > 1 else ''} {', '.join(map(str, peers))} (timeout "
-                                  f"{self.timeout_s:g} s): {cause}") from None
+                              f"rank{'s' if len(peers) > 1 else ''} {', '.join(map(str, peers))} (timeout "
+                              f"{self.timeout_s:g} s): {cause}") from None
 
     def agree(self, where: str, device: torch.device, failed: bool = False) -> None:
         """Exchange every rank's failure flag over the world group (on the run device, as NCCL
@@ -211,7 +246,7 @@ class Mesh:
             return
         flags = torch.zeros(self.sp * self.dp, dtype=torch.int32, device=device)
         flags[self.rank] = int(failed)
-        self._call(f"the failure check before {where}", "world", dist.all_reduce, flags)
+        flags = self._call(f"the failure check before {where}", "world", "all_reduce", [flags], flags, "sum")
         bad = flags.nonzero().flatten().tolist()
         if bad and not failed:
             raise PeerFailedError(f"rank {self.rank}: stopped before {where}: rank{'s' if len(bad) > 1 else ''} "
@@ -234,9 +269,7 @@ class Mesh:
     # ------------------------------------------------------------------ sp ops
     @_identity_over_one_rank
     def all_reduce(self, x: torch.Tensor, op: str, group: str) -> torch.Tensor:
-        out = x.clone()
-        self._call("sp.all_reduce", group, dist.all_reduce, out,
-                   op={"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "avg": dist.ReduceOp.SUM}[op])
+        out = self._call("sp.all_reduce", group, "all_reduce", [x], x, "sum" if op == "avg" else op)
         return out / self.size(group) if op == "avg" else out
 
     def _contiguous(self, op: str, group: str) -> None:
@@ -251,26 +284,18 @@ class Mesh:
     @_identity_over_one_rank
     def all_to_all(self, x: torch.Tensor, scatter_dim: int, gather_dim: int, group: str) -> torch.Tensor:
         self._contiguous("sp.all_to_all", group)
-        n = self.size(group)
-        send = [c.contiguous() for c in x.chunk(n, scatter_dim)]
-        recv = [torch.empty_like(send[0]) for _ in range(n)]
-        self._call("sp.all_to_all", group, dist.all_to_all, recv, send)
-        return torch.cat(recv, gather_dim)
+        chunks = list(x.chunk(self.size(group), scatter_dim))
+        return self._call("sp.all_to_all", group, "all_to_all", chunks, chunks, gather_dim)
 
     @_identity_over_one_rank
     def all_gather(self, x: torch.Tensor, dim: int, group: str) -> torch.Tensor:
         self._contiguous("sp.all_gather", group)
-        x = x.contiguous()
-        parts = [torch.empty_like(x) for _ in range(self.size(group))]
-        self._call("sp.all_gather", group, dist.all_gather, parts, x)
-        return torch.cat(parts, dim)
+        return torch.cat(self._call("sp.all_gather", group, "all_gather", [x], x), dim)
 
     @_identity_over_one_rank
     def reduce_scatter(self, x: torch.Tensor, dim: int, group: str) -> torch.Tensor:
-        parts = [c.contiguous() for c in x.chunk(self.size(group), dim)]
-        out = torch.empty_like(parts[0])
-        self._call("sp.reduce_scatter", group, dist.reduce_scatter, out, parts)
-        return out
+        parts = list(x.chunk(self.size(group), dim))
+        return self._call("sp.reduce_scatter", group, "reduce_scatter", parts, parts)
 
     @_identity_over_one_rank
     def shard_slice(self, x: torch.Tensor, dim: int, group: str) -> torch.Tensor:
@@ -287,14 +312,8 @@ class Mesh:
         gives the received ones."""
         members, i = self.members[group], self.index(group)
         nxt, prev = members[(i + shift) % len(members)], members[(i - shift) % len(members)]
-        sends = [x.contiguous() for x in xs]
-        recvs = [torch.empty_like(x) for x in sends]
-        finish = self._call(what, group, isend_irecv, sends, recvs, nxt, prev)
-
-        def wait() -> list[torch.Tensor]:
-            self._call(what, group, lambda group: finish())
-            return recvs
-        return wait
+        finish = self._call(what, group, "isend_irecv", xs, xs, nxt, prev)
+        return lambda: self._guarded(what, group, finish)
 
     def halo(self, x: torch.Tensor, dim: int, width: int, fill: float, group: str) -> torch.Tensor:
         """out = x shifted left by `width` along dim across the group's shards (in the mesh's sequence
@@ -308,9 +327,7 @@ class Mesh:
         offsets = [sum(k for _, k in mine[:j]) for j in range(len(mine))]
         heads = torch.cat([x.narrow(dim, o, width) for o in offsets] +
                           [x.narrow(dim, 0, width)] * (most - len(mine)), dim).contiguous()   # equal sizes
-        parts = [torch.empty_like(heads) for _ in range(n)] if n > 1 else [heads]
-        if n > 1:
-            self._call("sp.halo", group, dist.all_gather, parts, heads)
+        parts = self._call("sp.halo", group, "all_gather", [heads], heads) if n > 1 else [heads]
         starts = {a: (s, j) for s in range(n) for j, (a, _) in enumerate(ranges[s])}
         out = []
         for (a, k), o in zip(mine, offsets):

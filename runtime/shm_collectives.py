@@ -66,6 +66,7 @@ def _aligned(n: int) -> int:
 
 
 def message_bytes(tensors: list[torch.Tensor]) -> int:
+    """Its size in a slot: every piece aligned."""
     return sum(_aligned(t.numel() * t.element_size()) for t in tensors)
 
 
@@ -77,6 +78,7 @@ class Channel:
         self.ranks, self.me, self.n, self.capacity = ranks, me, len(ranks), capacity
         self.ctl = memoryview(segment).cast("q")
         self.data = torch.frombuffer(segment, dtype=torch.uint8)
+        self.typed: dict[torch.dtype, torch.Tensor] = {}   # the segment seen as each dtype (pieces are aligned)
         self.base = (self.n + 1) * ALIGN
         self.locks, self.timeout_s = locks, timeout_s
         self.started = 0                  # operations this member started on the group
@@ -96,9 +98,12 @@ class Channel:
         """Member m's message of operation k, laid out as `like`: views into its slot."""
         at, out = self.base + (m * SLOTS + k % SLOTS) * self.capacity, []
         for t in like:
-            size = t.numel() * t.element_size()
-            out.append(self.data[at:at + size].view(t.dtype).view(t.shape))
-            at += _aligned(size)
+            typed = self.typed.get(t.dtype)
+            if typed is None:
+                typed = self.typed[t.dtype] = self.data.view(t.dtype)
+            n, size = t.numel(), t.element_size()
+            out.append(typed.narrow(0, at // size, n).view(t.shape))
+            at += _aligned(n * size)
         return out
 
     def _start(self, message: list[torch.Tensor]) -> int:
@@ -149,47 +154,47 @@ class Channel:
         fcntl.flock(self.locks[m], fcntl.LOCK_UN)
         return True
 
-    # ------------------------------------------------------------------ torch.distributed's calls
-    def _reduce(self, parts: list[torch.Tensor], op) -> torch.Tensor:
-        acc = parts[0].clone()
-        for p in parts[1:]:
-            if op == dist.ReduceOp.MAX:
-                torch.maximum(acc, p, out=acc)
+    # ------------------------------------------------------------------ the collectives (as collectives.TorchTransport's)
+    def all_reduce(self, x: torch.Tensor, op: str) -> torch.Tensor:
+        k = self._start([x])
+        acc = self._read(0, k, [x])[0].clone()   # member order: the same bits on every member
+        for m in range(1, self.n):
+            piece = self._read(m, k, [x])[0]
+            if op == "max":
+                torch.maximum(acc, piece, out=acc)
             else:
-                acc.add_(p)
+                acc += piece
+        self._finish(k)
         return acc
 
-    def all_reduce(self, t: torch.Tensor, op=dist.ReduceOp.SUM) -> None:
-        k = self._start([t])
-        t.copy_(self._reduce([self._read(m, k, [t])[0] for m in range(self.n)], op))
+    def all_to_all(self, chunks: list[torch.Tensor], gather_dim: int) -> torch.Tensor:
+        k = self._start(chunks)
+        out = torch.cat([self._read(m, k, chunks)[self.me] for m in range(self.n)], gather_dim)
         self._finish(k)
+        return out
 
-    def all_to_all(self, recv: list[torch.Tensor], send: list[torch.Tensor]) -> None:
-        k = self._start(send)
-        for m, r in enumerate(recv):
-            r.copy_(self._read(m, k, send)[self.me])
-        self._finish(k)
-
-    def all_gather(self, parts: list[torch.Tensor], x: torch.Tensor) -> None:
+    def all_gather(self, x: torch.Tensor) -> list[torch.Tensor]:
         k = self._start([x])
-        for m, p in enumerate(parts):
-            p.copy_(self._read(m, k, [x])[0])
+        parts = [self._read(m, k, [x])[0].clone() for m in range(self.n)]
         self._finish(k)
+        return parts
 
-    def reduce_scatter(self, out: torch.Tensor, parts: list[torch.Tensor]) -> None:
+    def reduce_scatter(self, parts: list[torch.Tensor]) -> torch.Tensor:
         k = self._start(parts)
-        out.copy_(self._reduce([self._read(m, k, parts)[self.me] for m in range(self.n)], dist.ReduceOp.SUM))
+        acc = self._read(0, k, parts)[self.me].clone()
+        for m in range(1, self.n):
+            acc += self._read(m, k, parts)[self.me]
         self._finish(k)
+        return acc
 
-    def isend_irecv(self, sends: list[torch.Tensor], recvs: list[torch.Tensor], to: int,
-                    source: int) -> Callable[[], None]:
-        """Send to global rank `to`, receive from `source`; the returned wait() fills recvs."""
+    def isend_irecv(self, sends: list[torch.Tensor], to: int, source: int) -> Callable[[], list[torch.Tensor]]:
+        """Send to global rank `to` (which reads it from this member's slot); wait() gives what `source` sent."""
         k, m = self._start(sends), self.ranks.index(source)
 
-        def wait() -> None:
-            for r, piece in zip(recvs, self._read(m, k, sends)):
-                r.copy_(piece)
+        def wait() -> list[torch.Tensor]:
+            got = [piece.clone() for piece in self._read(m, k, sends)]
             self._finish(k)
+            return got
         return wait
 
 
