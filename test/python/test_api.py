@@ -71,6 +71,23 @@ def test_grad_accumulates_and_scales(art_path):
 
 
 @pytest.mark.in_process
+def test_generated_code_computes_the_checked_runs_bits(art_path):
+    """After the first, checked run, a program runs as generated straight-line code (executor._Straight):
+    the same loss and gradients, bit for bit."""
+    m = autosp.load(art_path)
+    m.load_state_dict(load_model("builtin:tiny-llama").state_dict())
+    ids, labels = batch_for(256, [2, 16], seed=5)
+    runs = []
+    for _ in range(2):
+        m.zero_grad(set_to_none=True)
+        loss = m(ids, labels)
+        loss.backward()
+        runs.append([loss.detach(), *(p.grad for p in m.parameters())])
+    assert m.forward_program._straight is not None and m.backward_program._straight is not None
+    assert all(torch.equal(a, b) for a, b in zip(*runs))
+
+
+@pytest.mark.in_process
 def test_stacked_projections_share_one_storage(art_path):
     """sp-merge-projections stacks q / k / v and gate / up: the module keeps each group side by side in
     one storage, the parameters still separate tensors under their names, so the program's cat of

@@ -192,13 +192,21 @@ def test_out_of_memory_stays_catchable(artifact, monkeypatch):
 
 
 def test_other_step_failure_is_program_error(artifact, monkeypatch):
+    """In the first run (interpreted, checked) and in a later one (the generated code, executor._Straight)
+    alike: the instruction, its model line and the cause."""
     from autosp.runtime.executor import ProgramError
-    m = autosp.load(artifact)
-    _fail_attention(monkeypatch, RuntimeError("kernel launch failed"))
     ids = torch.zeros(2, 16, dtype=torch.long)
-    with pytest.raises(ProgramError, match=rf"instruction \d+ \(sp\.attention, {re.escape(_attention_line())}\): "
-                                           r"kernel launch failed$"):
-        m(ids, ids)
+    warm = autosp.load(artifact)
+    warm(ids, ids)
+    messages = []
+    for m in (autosp.load(artifact), warm):
+        with monkeypatch.context() as patch:
+            _fail_attention(patch, RuntimeError("kernel launch failed"))
+            with pytest.raises(ProgramError, match=rf"instruction \d+ \(sp\.attention, "
+                                                   rf"{re.escape(_attention_line())}\): kernel launch failed$") as e:
+                m(ids, ids)
+        messages.append(str(e.value))
+    assert warm.forward_program._straight is not None and messages[0] == messages[1], messages
 
 
 def test_sp_artifact_without_process_group(tmp_path):
