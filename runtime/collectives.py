@@ -244,10 +244,13 @@ class Mesh:
         needs); raise if another rank failed."""
         if self.sp * self.dp == 1:
             return
-        flags = torch.zeros(self.sp * self.dp, dtype=torch.int32, device=device)
-        flags[self.rank] = int(failed)
-        flags = self._call(f"the failure check before {where}", "world", "all_reduce", [flags], flags, "sum")
-        bad = flags.nonzero().flatten().tolist()
+        what, channel = f"the failure check before {where}", self.channels.get("world")
+        if channel is not None and device.type == "cpu":   # no tensor at all: a flag in shared memory
+            bad = [r for r, f in enumerate(self._guarded(what, "world", channel.flags, int(failed))) if f]
+        else:
+            flags = torch.zeros(self.sp * self.dp, dtype=torch.int32, device=device)
+            flags[self.rank] = int(failed)
+            bad = self._call(what, "world", "all_reduce", [flags], flags, "sum").nonzero().flatten().tolist()
         if bad and not failed:
             raise PeerFailedError(f"rank {self.rank}: stopped before {where}: rank{'s' if len(bad) > 1 else ''} "
                                   f"{', '.join(map(str, bad))} failed this step")

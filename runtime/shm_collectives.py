@@ -41,7 +41,8 @@ import torch.distributed as dist
 
 SLOTS = 2
 ALIGN = 64            # every piece of a message starts on a cache line (and on any dtype's alignment)
-LINE = ALIGN // 8     # int64 counters per cache line: member m's are at (m + 1) * LINE (+ 0: published, + 1: done)
+LINE = ALIGN // 8     # int64 words per cache line: member m's are at (m + 1) * LINE: published, done, and
+FLAGS = 2             # from here a flag per slot (flags(): a message in the counters' line, no data)
 SPIN_S = 0.01         # a wait spins this long, then sleeps SLEEP_S between looks
 SLEEP_S = 2e-4
 WATCH_S = 0.05        # how often a wait looks for dead peers and at the timeout
@@ -94,31 +95,31 @@ class Channel:
     def _done(self, m: int) -> int:
         return self.ctl[(m + 1) * LINE + 1]
 
-    def _pieces(self, m: int, k: int, like: list[torch.Tensor]) -> list[torch.Tensor]:
-        """Member m's message of operation k, laid out as `like`: views into its slot."""
-        at, out = self.base + (m * SLOTS + k % SLOTS) * self.capacity, []
-        for t in like:
-            typed = self.typed.get(t.dtype)
-            if typed is None:
-                typed = self.typed[t.dtype] = self.data.view(t.dtype)
-            n, size = t.numel(), t.element_size()
-            out.append(typed.narrow(0, at // size, n).view(t.shape))
-            at += _aligned(n * size)
-        return out
+    def _piece(self, m: int, k: int, like: list[torch.Tensor], i: int) -> torch.Tensor:
+        """Piece i of member m's message of operation k, laid out as `like`: a view into its slot."""
+        t = like[i]
+        at = self.base + (m * SLOTS + k % SLOTS) * self.capacity + message_bytes(like[:i])
+        typed = self.typed.get(t.dtype)
+        if typed is None:
+            typed = self.typed[t.dtype] = self.data.view(t.dtype)
+        return typed.narrow(0, at // t.element_size(), t.numel()).view(t.shape)
 
-    def _start(self, message: list[torch.Tensor]) -> int:
+    def _start(self, message: list[torch.Tensor], flag: int = 0) -> int:
         k = self.started + 1
         self._wait(lambda: all(self._done(m) >= k - SLOTS for m in range(self.n)),
                    lambda: [m for m in range(self.n) if self._done(m) < k - SLOTS])
-        for piece, t in zip(self._pieces(self.me, k, message), message):
-            piece.copy_(t)
+        for i, t in enumerate(message):
+            self._piece(self.me, k, message, i).copy_(t)
+        line = (self.me + 1) * LINE
+        self.ctl[line + FLAGS + k % SLOTS] = flag
         self.started = k
-        self.ctl[(self.me + 1) * LINE] = k   # after the message: x86 keeps the stores in order
+        self.ctl[line] = k   # after the message: x86 keeps the stores in order
         return k
 
-    def _read(self, m: int, k: int, like: list[torch.Tensor]) -> list[torch.Tensor]:
+    def _read(self, m: int, k: int, like: list[torch.Tensor], i: int = 0) -> torch.Tensor:
+        """Piece i of member m's message of operation k, once m published it."""
         self._wait(lambda: self._published(m) >= k, lambda: [m])
-        return self._pieces(m, k, like)
+        return self._piece(m, k, like, i)
 
     def _finish(self, k: int) -> None:
         self.finished.add(k)
@@ -155,11 +156,21 @@ class Channel:
         return True
 
     # ------------------------------------------------------------------ the collectives (as collectives.TorchTransport's)
+    def flags(self, flag: int) -> list[int]:
+        """Every member's flag (the ranks' failure check), exchanged in the counters' lines alone."""
+        k = self._start([], flag)
+        flags = []
+        for m in range(self.n):
+            self._wait(lambda: self._published(m) >= k, lambda: [m])
+            flags.append(self.ctl[(m + 1) * LINE + FLAGS + k % SLOTS])
+        self._finish(k)
+        return flags
+
     def all_reduce(self, x: torch.Tensor, op: str) -> torch.Tensor:
         k = self._start([x])
-        acc = self._read(0, k, [x])[0].clone()   # member order: the same bits on every member
+        acc = self._read(0, k, [x]).clone()   # member order: the same bits on every member
         for m in range(1, self.n):
-            piece = self._read(m, k, [x])[0]
+            piece = self._read(m, k, [x])
             if op == "max":
                 torch.maximum(acc, piece, out=acc)
             else:
@@ -169,21 +180,21 @@ class Channel:
 
     def all_to_all(self, chunks: list[torch.Tensor], gather_dim: int) -> torch.Tensor:
         k = self._start(chunks)
-        out = torch.cat([self._read(m, k, chunks)[self.me] for m in range(self.n)], gather_dim)
+        out = torch.cat([self._read(m, k, chunks, self.me) for m in range(self.n)], gather_dim)
         self._finish(k)
         return out
 
     def all_gather(self, x: torch.Tensor) -> list[torch.Tensor]:
         k = self._start([x])
-        parts = [self._read(m, k, [x])[0].clone() for m in range(self.n)]
+        parts = [self._read(m, k, [x]).clone() for m in range(self.n)]
         self._finish(k)
         return parts
 
     def reduce_scatter(self, parts: list[torch.Tensor]) -> torch.Tensor:
         k = self._start(parts)
-        acc = self._read(0, k, parts)[self.me].clone()
+        acc = self._read(0, k, parts, self.me).clone()
         for m in range(1, self.n):
-            acc += self._read(m, k, parts)[self.me]
+            acc += self._read(m, k, parts, self.me)
         self._finish(k)
         return acc
 
@@ -192,7 +203,7 @@ class Channel:
         k, m = self._start(sends), self.ranks.index(source)
 
         def wait() -> list[torch.Tensor]:
-            got = [piece.clone() for piece in self._read(m, k, sends)]
+            got = [self._read(m, k, sends, i).clone() for i in range(len(sends))]
             self._finish(k)
             return got
         return wait
