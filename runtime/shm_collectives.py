@@ -34,6 +34,7 @@ import platform
 import sys
 import time
 import uuid
+import weakref
 from typing import Callable
 
 import torch
@@ -82,6 +83,7 @@ class Channel:
         self.typed: dict[torch.dtype, torch.Tensor] = {}   # the segment seen as each dtype (pieces are aligned)
         self.base = (self.n + 1) * ALIGN
         self.locks, self.timeout_s = locks, timeout_s
+        weakref.finalize(self, _close, locks)   # this member's own lock too: a dropped channel is gone
         self.started = 0                  # operations this member started on the group
         self.finished: set[int] = set()   # done out of order, above the published done count
 
@@ -241,6 +243,8 @@ def open_channel(group, ranks: list[int], rank: int, capacity: int, timeout_s: f
     dist.broadcast_object_list(names, src=ranks[0], group=group)
     path, token = names
     own_lock = f"{path}-{me}.lock" if path else None
+    lock: int | None = None
+    locks: list[int] = []
     try:
         if me != 0 and path and available():
             fd = os.open(path, os.O_RDWR)
@@ -251,7 +255,6 @@ def open_channel(group, ranks: list[int], rank: int, capacity: int, timeout_s: f
                 os.close(fd)
             if segment is not None and memoryview(segment).cast("q")[0] != token:
                 segment = None
-        locks: list[int] = []
         if segment is not None:
             lock = os.open(own_lock, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
             fcntl.flock(lock, fcntl.LOCK_EX)   # held until this process ends: how peers tell it is alive
@@ -260,7 +263,8 @@ def open_channel(group, ranks: list[int], rank: int, capacity: int, timeout_s: f
     ok = _agreed(segment is not None, group)
     if ok:
         try:
-            locks = [os.open(f"{path}-{m}.lock", os.O_RDWR) if m != me else lock for m in range(n)]
+            for m in range(n):
+                locks.append(lock if m == me else os.open(f"{path}-{m}.lock", os.O_RDWR))
         except OSError:
             ok = False
         ok = _agreed(ok, group)   # every member opened everything: the names can go
@@ -269,5 +273,11 @@ def open_channel(group, ranks: list[int], rank: int, capacity: int, timeout_s: f
     if me == 0 and path:
         os.unlink(path)
     if not ok:
+        _close({*locks, lock} - {None})
         return None
     return Channel(segment, ranks, me, capacity, locks, timeout_s)
+
+
+def _close(fds) -> None:
+    for fd in fds:
+        os.close(fd)
