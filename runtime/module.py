@@ -97,18 +97,29 @@ class CompiledModule(nn.Module):
                 self._place(alias, p, parameter=True)
         for name in self._buffer_names:
             self._place(name, artifact.buffer(name), parameter=False)
+        # where each parameter and buffer sits (its module and name there): read at every step, without
+        # get_parameter's walk from the root, and still what a user assigned there
+        self._slots = {n: self._slot(n) for n in [*self._param_names, *self._buffer_names, *self._grad_names]}
         # the groups sp-merge-projections stacks: kept side by side in one storage (packing.py)
         self._packs = list({tuple(g): None for p in (fwd, bwd) for g in packs(p).values()})
         self._pack_params()
 
+    def _slot(self, qualified: str) -> tuple[dict, str]:
+        path, _, leaf = qualified.rpartition(".")
+        mod = self.get_submodule(path) if path else self
+        return (mod._parameters if leaf in mod._parameters else mod._buffers), leaf
+
+    def _get(self, names: list[str]) -> list:
+        return [table[leaf] for table, leaf in map(self._slots.__getitem__, names)]
+
     def _grad_params(self) -> list[nn.Parameter]:
         """The parameter of each gradient the backward program returns."""
-        return [self.get_parameter(n) for n in self._grad_names]
+        return self._get(self._grad_names)
 
     def _pack_params(self) -> None:
         """Each stacked group in one storage again (after .to() / .cuda(), which copy each parameter)."""
         for group in self._packs:
-            pack([self.get_parameter(n) for n in group])
+            pack(self._get(group))
 
     def _start_measuring(self, params) -> LiveBytes:
         if params[0].is_cuda:
@@ -136,7 +147,7 @@ class CompiledModule(nn.Module):
             mod.register_buffer(leaf, value, persistent=False)
 
     def arguments(self, params, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
-        buffers = [self.get_buffer(n) for n in self._buffer_names]
+        buffers = self._get(self._buffer_names)
         return [*params, *buffers, *inputs]
 
     def forward(self, input_ids: torch.Tensor, labels: torch.Tensor, attention_mask: torch.Tensor | None = None,
@@ -156,7 +167,7 @@ class CompiledModule(nn.Module):
             warnings.warn(f"every label is {IGNORE_INDEX} (ignore_index): the loss is a mean over zero tokens, NaN, "
                           "as eager PyTorch's cross_entropy gives (and zero gradients)", RuntimeWarning, stacklevel=2)
         self._pack_params()
-        params = [self.get_parameter(n) for n in self._param_names]
+        params = self._get(self._param_names)
         device = params[0].device
         self.forward_program.device = self.backward_program.device = device
         input_ids, labels = input_ids.to(device), labels.to(device)
