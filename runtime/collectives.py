@@ -187,7 +187,9 @@ class Mesh:
         # in the same order on every rank: each opening exchanges over its group
         for name in ("world", "sp", "dp", "ulysses", "ring") if message_bytes else ():
             if name in self.groups and len(self.members[name]) > 1 and dist.get_backend(self.groups[name]) == "gloo":
-                channel = open_channel(self.groups[name], self.members[name], self.rank, message_bytes, timeout_s)
+                world = self.channels.get("world")   # opened first: then every rank is on this host
+                channel = open_channel(self.groups[name], self.members[name], self.rank, message_bytes, timeout_s,
+                                       len(world.ranks) if world else len(self.members[name]))
                 if channel is not None:
                     self.channels[name] = channel
 

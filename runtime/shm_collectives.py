@@ -4,7 +4,9 @@ Why: gloo makes every collective a sleeping rendezvous. A rank's thread blocks a
 when its peers' bytes arrive: ~0.5-1 ms after compute on a small VM, for each of the dozen
 collectives of a demo step (benchmarks/train_throughput.py). Ranks that share a host can instead
 write to one shared segment and wait by spinning on its counters (yielding the core to any other
-runnable thread), so a collective whose peers are already there costs microseconds.
+runnable thread), so a collective whose peers are already there costs microseconds. Where the host
+runs more ranks than it has cores, a wait spins only briefly before it sleeps: there the peer it
+waits for may be the thread it would keep off the core.
 
 Where (collectives.Mesh opens a Channel per group at load, every member together): a group that
 torch.distributed runs on gloo, whose members all map the same segment (one host: one /dev/shm),
@@ -44,7 +46,8 @@ SLOTS = 2
 ALIGN = 64            # every piece of a message starts on a cache line (and on any dtype's alignment)
 LINE = ALIGN // 8     # int64 words per cache line: member m's are at (m + 1) * LINE: published, done, and
 FLAGS = 2             # from here a flag per slot (flags(): a message in the counters' line, no data)
-SPIN_S = 0.01         # a wait spins this long, then sleeps SLEEP_S between looks
+SPIN_S = 0.01          # a wait spins this long, then sleeps SLEEP_S between looks; only
+CROWDED_SPIN_S = 5e-5  # this long where the host's ranks outnumber its cores (a peer may need this one)
 SLEEP_S = 2e-4
 WATCH_S = 0.05        # how often a wait looks for dead peers and at the timeout
 ROOT = "/dev/shm"
@@ -76,13 +79,13 @@ class Channel:
     """One group's shared segment, as seen by member `me` (global ranks `ranks`, in group order)."""
 
     def __init__(self, segment: mmap.mmap, ranks: list[int], me: int, capacity: int, locks: list[int],
-                 timeout_s: float):
+                 timeout_s: float, spin_s: float):
         self.ranks, self.me, self.n, self.capacity = ranks, me, len(ranks), capacity
         self.ctl = memoryview(segment).cast("q")
         self.data = torch.frombuffer(segment, dtype=torch.uint8)
         self.typed: dict[torch.dtype, torch.Tensor] = {}   # the segment seen as each dtype (pieces are aligned)
         self.base = (self.n + 1) * ALIGN
-        self.locks, self.timeout_s = locks, timeout_s
+        self.locks, self.timeout_s, self.spin_s = locks, timeout_s, spin_s
         weakref.finalize(self, _close, locks)   # this member's own lock too: a dropped channel is gone
         self.started = 0                  # operations this member started on the group
         self.finished: set[int] = set()   # done out of order, above the published done count
@@ -144,7 +147,7 @@ class Channel:
                     raise Unanswered([self.ranks[m] for m in dead], lost=True)
                 if now - start >= self.timeout_s:
                     raise Unanswered([self.ranks[m] for m in missing()], lost=False)
-            if now - start < SPIN_S:
+            if now - start < self.spin_s:
                 os.sched_yield()
             else:
                 time.sleep(SLEEP_S)
@@ -217,9 +220,11 @@ def _agreed(ok: bool, group) -> bool:
     return bool(flag.item())
 
 
-def open_channel(group, ranks: list[int], rank: int, capacity: int, timeout_s: float) -> Channel | None:
+def open_channel(group, ranks: list[int], rank: int, capacity: int, timeout_s: float,
+                 on_host: int) -> Channel | None:
     """Every member of the group calls this together (it exchanges over the group through gloo): the
-    group's Channel, or None where some member cannot map the segment (another host, no room)."""
+    group's Channel, or None where some member cannot map the segment (another host, no room).
+    on_host: how many ranks this host runs (at least the group's)."""
     me, n = ranks.index(rank), len(ranks)
     capacity = _aligned(capacity) + ALIGN * n   # a message of n pieces (all_to_all) aligns each
     size = (n + 1) * ALIGN + n * SLOTS * capacity
@@ -275,7 +280,8 @@ def open_channel(group, ranks: list[int], rank: int, capacity: int, timeout_s: f
     if not ok:
         _close({*locks, lock} - {None})
         return None
-    return Channel(segment, ranks, me, capacity, locks, timeout_s)
+    spin_s = SPIN_S if max(on_host, n) <= (os.cpu_count() or 1) else CROWDED_SPIN_S
+    return Channel(segment, ranks, me, capacity, locks, timeout_s, spin_s)
 
 
 def _close(fds) -> None:

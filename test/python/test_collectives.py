@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from autosp.launch import LaunchError, spawn
+from autosp.runtime import shm_collectives
 from autosp.runtime.collectives import CollectiveError, Mesh
 
 B, S = 2, 24
@@ -59,22 +60,24 @@ def _collectives(mesh: Mesh, x: torch.Tensor, big: torch.Tensor) -> list[torch.T
     return out + [mesh.all_reduce(big, "sum", "sp")]   # larger than a slot: through gloo
 
 
-def _both_transports(p: int) -> tuple[list[bool], dict[str, int], list[str]]:
+def _both_transports(p: int) -> tuple[list[bool], dict[str, int], list[str], set[float]]:
     shm, gloo = Mesh(p, 1, message_bytes=4096), Mesh(p, 1)
     g = torch.Generator().manual_seed(shm.rank)
     x = torch.randint(-50, 50, (2, 6 * p, 4), generator=g).float()   # integers: any order of a sum is exact
     big = torch.randint(-50, 50, (64, 64), generator=g).float()
     got, want = _collectives(shm, x, big), _collectives(gloo, x, big)
     return ([torch.equal(a, b) for a, b in zip(got, want)], {n: c.started for n, c in shm.channels.items()},
-            glob.glob("/dev/shm/autosp-*"))
+            glob.glob("/dev/shm/autosp-*"), {c.spin_s for c in shm.channels.values()})
 
 
 @pytest.mark.parametrize("p", [2, 3])
 def test_shared_memory_gives_what_gloo_gives(p):
-    for equal, started, left in spawn(p, _both_transports, p):
+    crowded = p > os.cpu_count()   # more ranks than cores: a wait barely spins before it sleeps
+    for equal, started, left, spin in spawn(p, _both_transports, p):
         assert all(equal), equal
         assert started == {"world": 1, "sp": 8}, started   # each call but the large one went through it
         assert left == [], left
+        assert spin == {shm_collectives.CROWDED_SPIN_S if crowded else shm_collectives.SPIN_S}, spin
 
 
 def _peer_dies(path: str) -> None:
