@@ -12,8 +12,9 @@ Where (collectives.Mesh opens a Channel per group at load, every member together
 torch.distributed runs on gloo, whose members all map the same segment (one host: one /dev/shm),
 on Linux x86-64, whose stores become visible in program order, so a counter published after a
 message is never seen before the message. Elsewhere, for tensors off the CPU and for a message
-larger than a slot, the group's calls go to gloo as before; every member takes the same route for a
-call, the messages of a program being the same size on every rank. AUTOSP_SHM=0 turns it off.
+larger than a slot, the group's calls go through torch.distributed (collectives.TorchTransport);
+every member takes the same route for a call, the messages of a program being the same size on
+every rank. AUTOSP_SHM=0 turns it off.
 
 Protocol. Member m of n owns SLOTS slots of `capacity` bytes. Its k-th operation on the group (every
 member runs the group's operations in the same order, as torch.distributed requires) writes its
