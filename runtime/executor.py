@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from functools import cached_property
-from typing import Any, Callable
+from typing import Any, Callable, NoReturn
 
 import torch
 
@@ -166,29 +166,28 @@ class Program:
                 raise ProgramError(f"argument {spec['role']}:{spec['name']} has shape {list(a.shape)} and dtype "
                                    f"{DTYPE_NAMES.get(a.dtype)}, the program was compiled for {spec['shape']} "
                                    f"{spec['dtype']}")
-        if self.checked and memory is None:
-            outputs = self._run_straight(args, together)
-        else:
-            regs: list[Any] = [None] * self.program["num_registers"]
-            regs[:len(args)] = args
-            if memory is not None:
-                memory.adopt(args)
-            args.clear()
-            self._execute(regs, memory, together)
-            outputs = [regs[o] for o in self.program["outputs"]]
+        outputs = self._outputs(args, memory, together)
         if together:
             self.mesh.agree(f"the end of the {self.name}", self.device)   # no rank leaves a failed run
         return outputs
 
-    def _run_straight(self, args: list, together: bool) -> list:
-        """A checked run through the generated code; it takes the references in `args`."""
-        if self._straight is None:
-            self._straight = _Straight(self)
-        try:
-            return self._straight.run(args, self.device)
-        except Exception as e:
-            self._failed(self._straight.failed_at(e), e, together)
-            raise   # _failed raises
+    def _outputs(self, args: list, memory: LiveBytes | None, together: bool) -> list:
+        """The program's outputs for `args`, whose references it takes: through the generated code once
+        checked (and not measuring), else interpreted and checked."""
+        if self.checked and memory is None:
+            if self._straight is None:
+                self._straight = _Straight(self)
+            try:
+                return self._straight.run(args, self.device)
+            except Exception as e:
+                self._failed(self._straight.failed_at(e), e, together)
+        regs: list[Any] = [None] * self.program["num_registers"]
+        regs[:len(args)] = args
+        if memory is not None:
+            memory.adopt(args)
+        args.clear()
+        self._execute(regs, memory, together)
+        return [regs[o] for o in self.program["outputs"]]
 
     def _execute(self, regs: list, memory: LiveBytes | None, together: bool = True) -> None:
         REG, value = self.REG, self._value
@@ -216,7 +215,7 @@ class Program:
                 regs[f] = None
         self.checked = True
 
-    def _failed(self, idx: int, e: Exception, together: bool) -> None:
+    def _failed(self, idx: int, e: Exception, together: bool) -> NoReturn:
         where = self._where(idx)
         if isinstance(e, CollectiveError):
             raise type(e)(f"{where}: {e}") from None
@@ -294,12 +293,7 @@ class Kernel(Program):
         self.limit = limit   # the calling program's arguments bound a kernel's tensors
 
     def __call__(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        if self.checked:
-            return tuple(self._run_straight(list(inputs), False))
-        regs: list[Any] = [None] * self.program["num_registers"]
-        regs[:len(inputs)] = inputs
-        self._execute(regs, None)
-        return tuple(regs[o] for o in self.program["outputs"])
+        return tuple(self._outputs(list(inputs), None, False))
 
     def specs(self, inputs: list) -> list[tuple[list[int], torch.dtype]]:
         """Its declared results, once the operands are the ones it was compiled for."""
@@ -309,7 +303,7 @@ class Kernel(Program):
                 raise shapes.ShapeError(f"operand {i} is {got}, {self.name} takes {a['shape']} {a['dtype']}")
         return [(r["shape"], DTYPES[r["dtype"]]) for r in self.program["results"]]
 
-    def _failed(self, idx: int, e: Exception, together: bool) -> None:
+    def _failed(self, idx: int, e: Exception, together: bool) -> NoReturn:
         raise ProgramError(f"{self._where(idx)}: {_line(e)}") from e   # the caller names its instruction
 
 
@@ -320,7 +314,6 @@ class _Straight:
     names its instruction by the line it came from."""
 
     def __init__(self, program: Program):
-        self.code_name = f"<autosp {program.name}>"
         consts: list[Any] = []
         assigned = set(range(len(program.program["args"])))
 
@@ -349,7 +342,7 @@ class _Straight:
                 lines.append("    " + " = ".join(f"r{f}" for f in free) + " = None")
         lines.append("    return [" + ", ".join(expr(Program.REG, o) for o in program.program["outputs"]) + "]")
         namespace: dict[str, Any] = {}
-        exec(compile("\n".join(lines), self.code_name, "exec"), namespace)
+        exec(compile("\n".join(lines), f"<autosp {program.name}>", "exec"), namespace)
         self.fn, self.consts = namespace["run"], consts
         self.steps = [fn for fn, *_ in program.steps]
 
