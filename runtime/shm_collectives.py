@@ -122,9 +122,13 @@ class Channel:
         self.ctl[line] = k   # after the message: x86 keeps the stores in order
         return k
 
+    def _await(self, m: int, k: int) -> None:
+        """Until member m published its operation k."""
+        self._wait(lambda: self._published(m) >= k, lambda: [m])
+
     def _read(self, m: int, k: int, like: list[torch.Tensor], i: int = 0) -> torch.Tensor:
         """Piece i of member m's message of operation k, once m published it."""
-        self._wait(lambda: self._published(m) >= k, lambda: [m])
+        self._await(m, k)
         return self._piece(m, k, like, i)
 
     def _finish(self, k: int) -> None:
@@ -167,7 +171,7 @@ class Channel:
         k = self._start([], flag)
         flags = []
         for m in range(self.n):
-            self._wait(lambda: self._published(m) >= k, lambda: [m])
+            self._await(m, k)
             flags.append(self.ctl[(m + 1) * LINE + FLAGS + k % SLOTS])
         self._finish(k)
         return flags
