@@ -49,6 +49,7 @@ def test_stalled_peer_is_an_error_within_the_timeout(sp2, shm, monkeypatch):
     monkeypatch.setenv("AUTOSP_SHM", shm)   # the ranks' transport (shm_collectives.py)
     (msg, elapsed), _ = spawn(2, _stall, sp2)
     assert "rank 0:" in msg and "got no answer from rank 1 (timeout 2 s)" in msg, msg
+    assert ("shared-memory wait timed out" in msg) == (shm == "1"), msg   # the transport asked for
     assert msg.startswith("instruction ") and "(sp." in msg, msg       # the collective it waited in
     assert TIMEOUT_S <= elapsed < TIMEOUT_S + 3, elapsed
 
