@@ -18,7 +18,7 @@ turns, --repeats times (this VM's speed drifts by 10-20% over a minute); each si
 median over its runs of each run's median per-step tokens/s after --warmup steps.
 
 Goal (a PASS/FAIL line per shape): 2 x sp=1 tokens/s <= 1.5 x sp=2 tokens/s. The demo's [4, 128]
-is printed first: there a step is ~900 ATen calls on [512, 64]-sized tensors, whose per-call cost
+is printed first: there a step is ~550 ATen calls on [512, 64]-sized tensors, whose per-call cost
 each rank pays in full whatever its share of the tokens; the longer sequences sequence parallelism is
 for follow.
 

@@ -34,7 +34,9 @@ step (the sac policy would recompute it anyway). The weight-gradient contributio
 Chunks: chunks=N gives N balanced chunks (sizes floor(T/N) or ceil(T/N), the larger first), so N
 need not divide T; N > T is an error. Without the option the pass picks the smallest N such that a
 [T/N, V] fp32 logits tile is at most twice a [T, D] activation (in the activation's dtype):
-N = ceil(V * 4 / (2 * D * itemsize)), clamped to [1, T]. N = 1 leaves the IR unchanged. A chain
+N = ceil(V * 4 / (2 * D * itemsize)), lowered so that no tile is below `floor` bytes (default
+4 MiB: a smaller tile saves less memory than its chunk's repeated ops cost in dispatch or launches),
+clamped to [1, T]. N = 1 leaves the IR unchanged. A chain
 that does not match (another reader of the logits, a consumer of its gradient other than the
 above, a non-row-preserving reshape) is left as it is: the pass does nothing for it.
 
@@ -51,10 +53,10 @@ from typing import ClassVar
 from torch_mlir import ir
 
 from .aten_call import ELEMENT_TYPES
-from .base import Pass, PassError, option
+from .base import Bytes, Pass, PassError, option
 from .ops import A, CAST, IDENTITY, RESHAPE
 from .sp_tile_sequence_mlp import tile_wide_regions
-from .tiling import Builder, NoMatch, bounds, erase_all, hoist_plan, owner, record, uses
+from .tiling import DEFAULT_FLOOR, Builder, NoMatch, auto_chunks, bounds, erase_all, hoist_plan, owner, record, uses
 from .torch_ir import body_ops, const_value, dtype_str, func_of, funcs_of, is_tensor, op_name, shape, with_shape
 
 
@@ -229,13 +231,14 @@ def match(nll) -> Chain:
     return chain
 
 
-def default_chunks(chain: Chain) -> int:
-    """The smallest N with a [T/N, V] fp32 tile <= 2 x a [T, D] activation, in [1, T]."""
+def default_chunks(chain: Chain, floor: int) -> int:
+    """The smallest N with a [T/N, V] fp32 tile <= 2 x a [T, D] activation, no tile below `floor`
+    bytes, in [1, T]."""
     h = chain.mm.operands[0]
     d = shape(h)[1]
     itemsize = ELEMENT_TYPES[dtype_str(h.type)].itemsize
     n = math.ceil(chain.vocab * 4 / (2 * d * itemsize))
-    return max(1, min(n, chain.tokens))
+    return auto_chunks(n, chain.tokens * chain.vocab * 4, floor, chain.tokens)
 
 
 class Tiler(Builder):
@@ -381,6 +384,8 @@ class TileSequence(Pass):
     """run the LM head + loss and the wide token-local regions (MLPs) in chunks of tokens (fwd and bwd)"""
     name: ClassVar[str] = "sp-tile-sequence"
     chunks: int | None = option(None, "token chunks per tiled region; unset: chosen from the shapes", minimum=1)
+    floor: Bytes = option(DEFAULT_FLOOR, "chunks chosen from the shapes: none whose tile is below this size "
+                                         "(0: no floor)", minimum=0)
 
     def run(self, module_op) -> None:
         if any("sp.remat" in f.attributes for f in funcs_of(module_op)):
@@ -392,7 +397,7 @@ class TileSequence(Pass):
                 chain = match(nll)
             except NoMatch:
                 continue
-            n = default_chunks(chain) if self.chunks is None else self.chunks
+            n = default_chunks(chain, self.floor) if self.chunks is None else self.chunks
             if n > chain.tokens:
                 raise PassError(f"chunks={n} exceeds the {chain.tokens} token rows of the loss "
                                 f"([{chain.tokens}, {chain.vocab}] log-probabilities)", nll.location)
@@ -404,4 +409,4 @@ class TileSequence(Pass):
             except NoMatch:
                 continue
             record(module_op, "lm_head", *what)
-        tile_wide_regions(module_op, func, self.chunks)
+        tile_wide_regions(module_op, func, self.chunks, self.floor)

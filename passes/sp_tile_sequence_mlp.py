@@ -31,7 +31,8 @@ of an op has its results' token dims scaled to the chunk (views get new size lis
 Results read outside the region are joined: token-full ones concatenated along the S factor,
 partial ones summed as they are made (addmm(acc, a, b) for a matmul, add.Tensor for a sum), so only
 one chunk's wide intermediates are live at a time. Chunk count: ceil(2 F / D) (F the widest width
-in the region, D its seeds' input width), clamped to [1, S]; chunks=N forces N. A stacked gate / up
+in the region, D its seeds' input width), lowered so that no chunk of the widest value is below the
+pass's floor (bytes), clamped to [1, S]; chunks=N forces N. A stacked gate / up
 projection (sp-merge-projections: one matmul cut into pieces, its gradient a cat of theirs) counts
 as wide as one piece, so stacking does not change the chunks.
 """
@@ -47,8 +48,9 @@ from autosp.dialects.sp import vtensor_shape
 from .layouts import PARTIAL, REP, Layout
 from .attributes import func_attr
 from .base import PassError
+from .sp_plan_memory import nbytes
 from .ops import A, ELEMENTWISE, LIST, RESHAPE, UNPACK
-from .tiling import Builder, NoMatch, bounds, erase_all, hoist_plan, owner, record, uses
+from .tiling import Builder, NoMatch, auto_chunks, bounds, erase_all, hoist_plan, owner, record, uses
 from .torch_ir import body_ops, const_value, is_tensor, is_tensor_list, op_name, shape, strings, with_shape
 
 _RESIZE = RESHAPE | {A + "expand"}           # ops whose size operand (operand 1) follows the result
@@ -131,6 +133,7 @@ class Region:
     phases: list[list[ir.Operation]]
     narrow: int          # D: the hidden width, the seeds' input width
     wide: int            # F: the widest per-token width of its values
+    wide_bytes: int      # the size of that widest value, whole
     seed: ir.Operation   # the first projection (for diagnostics)
     ops: list[ir.Operation] = field(default_factory=list)
 
@@ -184,9 +187,10 @@ def find_regions(func, tok: Tokens) -> list[Region]:
                     seen.add(y)
                     todo.append(y)
         # a stacked projection's output or gradient (sp-merge-projections) is as wide as its pieces
-        wide = max(tok.width(r) for x in comp for r in x.results if tok.full(r) is not None and not _stacked(x, r))
+        wide, wide_bytes = max((tok.width(r), nbytes(r)) for x in comp for r in x.results
+                               if tok.full(r) is not None and not _stacked(x, r))
         phases = [[x for x in comp if x in forward], [x for x in comp if x not in forward]]
-        regions.append(Region([p for p in phases if p], hidden, wide, o, comp))
+        regions.append(Region([p for p in phases if p], hidden, wide, wide_bytes, o, comp))
     return regions
 
 
@@ -199,9 +203,10 @@ def _stacked(op, r: ir.Value) -> bool:
     return op_name(op) == A + "cat" or bool(readers) and all(op_name(u) == A + "slice.Tensor" for u in readers)
 
 
-def default_chunks(region: Region, tok: Tokens) -> int:
-    """The smallest N with a [S/N, F] chunk at most twice a [S, D] activation, in [1, S]."""
-    return max(1, min(math.ceil(2 * region.wide / region.narrow), tok.per_seq))
+def default_chunks(region: Region, tok: Tokens, floor: int) -> int:
+    """The smallest N with a [S/N, F] chunk at most twice a [S, D] activation, no chunk of its widest
+    value below `floor` bytes, in [1, S]."""
+    return auto_chunks(math.ceil(2 * region.wide / region.narrow), region.wide_bytes, floor, tok.per_seq)
 
 
 def _in_block_order(ops: list) -> list:
@@ -396,13 +401,14 @@ class RegionTiler(Builder):
                 self.joined[r] = self.view(op, whole, sh, lay)
 
 
-def tile_wide_regions(module_op, func, chunks: int | None) -> None:
-    """Tile every wide token-local region of the step in `chunks` (or the default rule's) chunks."""
+def tile_wide_regions(module_op, func, chunks: int | None, floor: int) -> None:
+    """Tile every wide token-local region of the step in `chunks` (or the default rule's, with its
+    `floor`) chunks."""
     if not any("sp.layout" in o.operation.attributes for o in body_ops(func)):
         return                                # no layouts: nothing is known to be token-local
     tok = Tokens.of(module_op, func)
     for region in find_regions(func, tok):
-        n = default_chunks(region, tok) if chunks is None else chunks
+        n = default_chunks(region, tok, floor) if chunks is None else chunks
         tiler = RegionTiler(region, tok, n)
         try:
             tiler.plan()

@@ -39,6 +39,18 @@ def bounds(tokens: int, n: int) -> list[tuple[int, int]]:
     return out
 
 
+# The default floor of the automatic chunk count: below it a chunk's tile saves too little memory to
+# pay for its ops (each chunk repeats the region's ops: their dispatch on CPU, launches on a GPU).
+DEFAULT_FLOOR = 4 << 20
+
+
+def auto_chunks(by_width: int, whole_bytes: int, floor: int, limit: int) -> int:
+    """The width rule's chunk count, lowered so that no chunk's tile is below `floor` bytes (0: no
+    floor): a tile of a few hundred KiB is kept whole. In [1, limit]."""
+    n = min(by_width, whole_bytes // floor) if floor else by_width
+    return max(1, min(n, limit))
+
+
 def erase_dead_constants(ops: list) -> None:
     """Erase the constants and constant lists among ops (and what they read) left without readers."""
     cands, stack = [], list(ops)

@@ -21,6 +21,7 @@
 // LIST-NEXT: sp-elide-halo {{ +}}shift a sharded replicated value (the labels) on every rank, without the sp.halo exchange
 // LIST-NEXT: sp-tile-sequence {{ +}}run the LM head + loss and the wide token-local regions (MLPs) in chunks of tokens (fwd and bwd)
 // LIST-NEXT:     chunks=int, default unset: token chunks per tiled region; unset: chosen from the shapes
+// LIST-NEXT:     floor=Bytes, default 4MiB: chunks chosen from the shapes: none whose tile is below this size (0: no floor)
 // LIST-NEXT: sp-plan-remat {{ +}}split the step into @forward/@backward; save or recompute per policy
 // LIST-NEXT:     policy=str (none | full | sac | auto), default sac: what the forward saves for the backward
 // LIST-NEXT:     budget=Bytes, default unset: policy=auto: the per-rank peak the plan must fit (e.g. 12GiB)

@@ -3,8 +3,10 @@
 // is left. Weight and bias gradients are summed chunk by chunk, the rest concatenated.
 // RUN: %autosp-opt %s --split-input-file --pass-pipeline='builtin.module(sp-tile-sequence{chunks=2})' | FileCheck %s
 // RUN: %autosp-opt %s --split-input-file --pass-pipeline='builtin.module(sp-tile-sequence{chunks=2})' | FileCheck %s --check-prefix=WHOLE
-// RUN: %autosp-opt %s --split-input-file --pass-pipeline='builtin.module(sp-tile-sequence)' | FileCheck %s --check-prefix=DEFAULT
+// RUN: %autosp-opt %s --split-input-file --pass-pipeline='builtin.module(sp-tile-sequence{floor=0})' | FileCheck %s --check-prefix=DEFAULT
+// RUN: %autosp-opt %s --split-input-file --pass-pipeline='builtin.module(sp-tile-sequence{floor=128})' | FileCheck %s --check-prefix=FLOOR
 // RUN: %autosp-opt %s --split-input-file --pass-pipeline='builtin.module(sp-tile-sequence{chunks=1})' | FileCheck %s --check-prefix=ONE
+// RUN: %autosp-opt %s --split-input-file --pass-pipeline='builtin.module(sp-tile-sequence)' | FileCheck %s --check-prefix=ONE
 // The tiled step lowers to the host program: every op it emits is one the runtime executes.
 // RUN: %autosp-opt %s --split-input-file --pass-pipeline='builtin.module(sp-tile-sequence{chunks=2})' --emit=host-program | FileCheck %s --check-prefix=HOST
 
@@ -70,13 +72,20 @@
 // WHOLE-NOT:     vtensor<[16,8]
 // WHOLE:         return
 
-// Without chunks: the smallest N with a [8/N, 16] chunk <= 2 x the [8, 4] input, N = 8.
+// Without chunks or floor: the smallest N with a [8/N, 16] chunk <= 2 x the [8, 4] input, N = 8.
 // DEFAULT-LABEL: func.func @train_step(
 // DEFAULT-COUNT-8: torch.aten.silu {{.*}} -> !torch.vtensor<[1,16],f32>
 // DEFAULT-NOT:     vtensor<[8,16]
 // DEFAULT:         return
 
-// chunks=1: unchanged.
+// floor=128: no chunk of the 512-byte [8, 16] fp32 values below 128 bytes, so N = 4, not 8.
+// FLOOR-LABEL: func.func @train_step(
+// FLOOR-COUNT-4:   torch.aten.silu {{.*}} -> !torch.vtensor<[2,16],f32>
+// FLOOR-NOT:       torch.aten.silu
+// FLOOR-NOT:       vtensor<[8,16]
+// FLOOR:           return
+
+// chunks=1, or the default floor (4MiB): unchanged.
 // ONE-LABEL: func.func @train_step(
 // ONE:         torch.aten.mm {{.*}} -> !torch.vtensor<[8,16],f32>
 // ONE-NOT:     torch.aten.slice.Tensor
@@ -172,7 +181,7 @@ func.func @train_step(%wg: !torch.vtensor<[16,4],f32>, %wu: !torch.vtensor<[16,4
 // WHOLE-NOT:     vtensor<[16,8]
 // WHOLE:         return
 
-// Without chunks: N = 2 x 16 / 4 = 8, clamped to the 4 positions of a sequence.
+// Without chunks or floor: N = 2 x 16 / 4 = 8, clamped to the 4 positions of a sequence.
 // DEFAULT-LABEL: func.func @gelu_bias_two_sequences(
 // DEFAULT-COUNT-4: torch.aten.gelu {{.*}} -> !torch.vtensor<[2,1,16],f32>
 // DEFAULT:         return

@@ -4,8 +4,9 @@
 // RUN: %autosp-opt %s --split-input-file --pass-pipeline='builtin.module(sp-tile-sequence{chunks=4})' | FileCheck %s
 // RUN: %autosp-opt %s --split-input-file --pass-pipeline='builtin.module(sp-tile-sequence{chunks=4})' | FileCheck %s --check-prefix=WHOLE
 // RUN: %autosp-opt %s --split-input-file --pass-pipeline='builtin.module(sp-tile-sequence{chunks=3})' | FileCheck %s --check-prefix=UNEVEN
-// RUN: %autosp-opt %s --split-input-file --pass-pipeline='builtin.module(sp-tile-sequence)' | FileCheck %s --check-prefix=DEFAULT
+// RUN: %autosp-opt %s --split-input-file --pass-pipeline='builtin.module(sp-tile-sequence{floor=0})' | FileCheck %s --check-prefix=DEFAULT
 // RUN: %autosp-opt %s --split-input-file --pass-pipeline='builtin.module(sp-tile-sequence{chunks=1})' | FileCheck %s --check-prefix=ONE
+// RUN: %autosp-opt %s --split-input-file --pass-pipeline='builtin.module(sp-tile-sequence)' | FileCheck %s --check-prefix=ONE
 // The tiled step lowers to the host program: every op it emits is one the runtime executes.
 // RUN: %autosp-opt %s --split-input-file --pass-pipeline='builtin.module(sp-tile-sequence{chunks=4})' --emit=host-program | FileCheck %s --check-prefix=HOST
 
@@ -77,14 +78,14 @@
 // UNEVEN:         torch.aten._log_softmax {{.*}} -> !torch.vtensor<[2,16],f32>
 // UNEVEN:         torch.aten.cat {{.*}} -> !torch.vtensor<[8,4],f32>
 
-// Without chunks: the smallest N with a [8/N, 16] fp32 tile <= 2 x the [8, 4] activation: N = 2.
+// Without chunks or floor: the smallest N with a [8/N, 16] fp32 tile <= 2 x the [8, 4] activation: N = 2.
 // DEFAULT-LABEL: func.func @train_step(
 // DEFAULT-NOT:     vtensor<[8,16]
 // DEFAULT-COUNT-4: torch.aten._log_softmax {{.*}} -> !torch.vtensor<[4,16],f32>
 // DEFAULT-NOT:     vtensor<[8,16]
 // DEFAULT:         return
 
-// chunks=1: unchanged.
+// chunks=1, or the default floor (4MiB: no chunk of a smaller tile; these logits are 512 bytes): unchanged.
 // ONE-LABEL: func.func @train_step(
 // ONE:         torch.aten.mm {{.*}} -> !torch.vtensor<[8,16],f32>
 // ONE:         torch.aten._log_softmax {{.*}} -> !torch.vtensor<[8,16],f32>

@@ -24,7 +24,8 @@ def run(*args: str, ok: bool = True) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def art(tmp_path_factory):
     out = str(tmp_path_factory.mktemp("cli") / "tiny.autosp")
-    r = run("autospc", "compile", "builtin:tiny-llama", "--seq-len", "32", "--batch", "2", "--sp", "2", "-o", out)
+    r = run("autospc", "compile", "builtin:tiny-llama", "--seq-len", "32", "--batch", "2", "--sp", "2", "--tile", "2",
+            "-o", out)
     assert "wrote" in r.stdout
     return out
 
@@ -39,11 +40,11 @@ def test_inspect(art):
     assert "sp.halo" not in r.stdout and "sp-partition-sequence{sp=2 dp=1 attention=auto}" in r.stdout
     assert "attention    ulysses: all-to-alls split the heads over 2 ranks" in r.stdout, r.stdout
     assert re.search(r"bytes per rank per step: ulysses 2 [\d.]+ KiB, ring 2 [\d.]+ KiB", r.stdout), r.stdout
-    # the plan: saved, recomputed, tiled (32 local tokens; head V=256 in 2 chunks, MLPs F=128 in 4)
+    # the plan: saved, recomputed, tiled (32 local tokens; --tile 2: the head V=256 and the MLPs F=128 in 2)
     assert re.search(r"remat\s+sac: the forward saves \d+ tensors, [\d.]+ KiB per rank for the backward; "
                      r"it recomputes \d+ ops \([\d.]+ MFLOP\)", r.stdout), r.stdout
     assert "LM head + loss in 2 chunks: [32, 256] never whole (lm_head)" in r.stdout
-    assert "2 MLPs in 4 chunks: [32, 128] never whole (model.layers.0.mlp, model.layers.1.mlp)" in r.stdout
+    assert "2 MLPs in 2 chunks: [32, 128] never whole (model.layers.0.mlp, model.layers.1.mlp)" in r.stdout
 
 
 def test_verify_pass(art):

@@ -78,11 +78,10 @@ def test_inspect_json_and_plot(compile_to, tmp_path):
     assert info["predicted_peak_bytes"] == _predicted(path)
     assert set(info["breakdown"]) == {"parameters", "inputs", "saved", "gradients", "transient", "comm"}
     assert sum(info["breakdown"].values()) == info["predicted_peak_bytes"]
-    # what is recomputed and tiled: sac recomputes the projections; the head (V=256, D=64) in 2 chunks,
-    # each MLP (F=128) in 4, over the 2 x 32 local tokens
+    # what is recomputed and tiled: sac recomputes the projections; nothing is tiled, as the widest
+    # token-local values ([64, 256] fp32 logits, 64 KiB) are far below sp-tile-sequence's floor
     assert info["recomputed"]["ops"] > 0 and info["recomputed"]["flops"] > 0
-    assert info["tiled"] == [{"kind": "lm_head", "module": "lm_head", "chunks": 2, "tokens": 64, "width": 256}] + [
-        {"kind": "mlp", "module": f"model.layers.{i}.mlp", "chunks": 4, "tokens": 64, "width": 128} for i in (0, 1)]
+    assert info["tiled"] == []
     png = tmp_path / "timeline.png"
     text = subprocess.run(["autospc", "inspect", path, "--plot", str(png)], capture_output=True, text=True,
                           check=True).stdout

@@ -25,18 +25,19 @@ def _ok(reports) -> None:
 
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory):
-    """compiled(spec, sp, tile=4, seq=64, remat="sac") -> saved artifact path (cached per module)."""
+    """compiled(spec, sp, tile=4, seq=64, remat="sac", pipeline=None) -> saved artifact path (cached
+    per module)."""
     import autosp
     from autosp.frontend import load_model
     cache: dict[tuple, str] = {}
 
-    def run(spec: str, sp: int, tile=CHUNKS, seq: int = SEQ, remat: str = "sac") -> str:
-        key = (spec, sp, tile, seq, remat)
+    def run(spec: str, sp: int, tile=CHUNKS, seq: int = SEQ, remat: str = "sac", pipeline: str | None = None) -> str:
+        key = (spec, sp, tile, seq, remat, pipeline)
         if key not in cache:
             path = str(tmp_path_factory.mktemp("tile") / "m.autosp")
             ids = torch.zeros(BATCH, seq, dtype=torch.long)
             autosp.compile(load_model(spec, empty=True), (ids, ids), sp=sp, remat=remat, tile=tile,
-                           model_name=spec).save(path)
+                           model_name=spec, pipeline=pipeline).save(path)
             cache[key] = path
         return cache[key]
     return run
@@ -193,14 +194,18 @@ def test_uneven_chunks(compiled):
 
 @pytest.mark.parametrize("model,wide", [("llama", 64), ("qwen2", 64), ("gpt_neox", 64), ("phi3", 128)])
 def test_auto_chunks_hf(model, wide, hf_dir, compiled):
-    """tile="auto": the pass's rules. Head: the smallest N with a [T/N, V] fp32 tile <= 2 x [T, D]:
-    V = 96, D = 32 -> N = 2. MLP: the smallest N with a [T/N, F] chunk <= 2 x [T, D], F its widest
-    value: F = 64 -> N = 4, chunks of 2 of the 8 local positions of each of the 2 sequences (Phi-3's
-    fused gate/up product, F = 128, split in two: N = 8, clamped to 8 positions). Qwen2 ties the head
-    to the embedding; GPT-NeoX's MLP is GELU with biases (their gradients are summed chunk by chunk)."""
+    """Chunks chosen from the shapes, by the width rules alone (floor=0: these tiles are far below the
+    default floor, which keeps them whole). Head: the smallest N with a [T/N, V] fp32 tile <= 2 x
+    [T, D]: V = 96, D = 32 -> N = 2. MLP: the smallest N with a [T/N, F] chunk <= 2 x [T, D], F its
+    widest value: F = 64 -> N = 4, chunks of 2 of the 8 local positions of each of the 2 sequences
+    (Phi-3's fused gate/up product, F = 128, split in two: N = 8, clamped to 8 positions). Qwen2 ties
+    the head to the embedding; GPT-NeoX's MLP is GELU with biases (their gradients are summed chunk by
+    chunk)."""
+    from autosp.passes import SpPipeline
     spec = spec_for(model, hf_dir)
-    path = compiled(spec, 2, tile="auto", seq=16)
-    assert "sp-tile-sequence" in json.load(open(os.path.join(path, "manifest.json")))["passes"]
+    passes = ["sp-tile-sequence{floor=0}" if p == "sp-tile-sequence" else p for p in SpPipeline(sp=2).expand()]
+    path = compiled(spec, 2, seq=16, pipeline=f"builtin.module({','.join(passes)})")
+    assert "sp-tile-sequence{floor=0}" in json.load(open(os.path.join(path, "manifest.json")))["passes"]
     assert _log_softmax_shapes(path)["forward"] == [[8, 96], [8, 96]]
     rows = 16 // min(math.ceil(2 * wide / 32), 8)
     assert _mlp_rows(path, wide) == {"forward": rows, "backward": rows}
