@@ -91,7 +91,7 @@ def test_sp1_none_sac_identical_and_matches_eager(compile_to):
     # eager with the same seed draws the same masks in the same order. It runs each step at the compiled
     # run's parameters (Adam's normalized first step turns rounding in near-zero gradients into
     # parameter differences of order lr), and agrees to fp32 reduction order, not bits: the compiled
-    # step sums in other groupings (tiled MLP and LM head) and the blocking of both follows the thread
+    # step may sum in other groupings (a tiled MLP or LM head) and the blocking of both follows the thread
     # count, hence the suite's 1e-5 (see test_numerics), far below what another mask would move
     model = load_model(SPEC)
     params = dict(model.named_parameters())
