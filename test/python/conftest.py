@@ -42,6 +42,23 @@ HF_CONFIGS = {
 }
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _temporary_files(tmp_path_factory):
+    """Temporary files of the suite, and of the processes it starts (a failing compile's reproducer,
+    autosp-<stage>-input-*.mlir, among them), go under pytest's temporary directory, which pytest
+    prunes, instead of piling up in the system's."""
+    import tempfile
+    d = str(tmp_path_factory.mktemp("tmp"))
+    old = tempfile.tempdir, os.environ.get("TMPDIR")
+    tempfile.tempdir, os.environ["TMPDIR"] = d, d
+    yield
+    tempfile.tempdir = old[0]
+    if old[1] is None:
+        del os.environ["TMPDIR"]
+    else:
+        os.environ["TMPDIR"] = old[1]
+
+
 @pytest.fixture(scope="session")
 def hf_dir(tmp_path_factory):
     """hf_dir(name) -> a directory holding that model's config.json."""
