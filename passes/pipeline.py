@@ -10,6 +10,7 @@ from .sp_coalesce_collectives import DEFAULT_BUCKET
 from .attention_scheme import MODE_HELP, mode_error
 from .sp_fuse import Fuse
 from .sp_plan_remat import POLICIES
+from .tiling import DEFAULT_FLOOR, floor_for
 
 DEFAULT_REMAT = "sac"
 
@@ -39,7 +40,10 @@ class SpPipeline(PipelinePass):
             raise OptionError(f"{self.name}: tile={self.tile!r} is not auto, a number of chunks, or 0 (off)")
 
     def expand(self) -> list[str]:
-        tile = [] if self.tile == "0" else ["sp-tile-sequence" + (f"{{chunks={self.tile}}}" if self.tile != "auto" else "")]
+        floor = floor_for(self.budget)
+        tile = [] if self.tile == "0" else [
+            "sp-tile-sequence" + (f"{{chunks={self.tile}}}" if self.tile != "auto" else
+                                  f"{{floor={floor}}}" if floor != DEFAULT_FLOOR else "")]
         return [
             "sp-raise-attention",                                # captured attention -> sp.attention(_grad)
             "sp-merge-projections",                              # q / k / v, gate / up: one matmul each
@@ -51,6 +55,7 @@ class SpPipeline(PipelinePass):
             "canonicalize",
             "cse",
             *tile,                                               # LM head + loss and MLPs in token chunks
+                                                                 # (a budget lowers the floor of auto chunks)
             # @forward / @backward: saved vs recomputed (auto: per value, the least recompute that fits)
             f"sp-plan-remat{{policy={self.remat}"
             + (f" budget={self.budget} bucket={self.bucket} fuse={Fuse.min_ops}" if self.remat == "auto" else "") + "}",

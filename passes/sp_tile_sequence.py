@@ -35,7 +35,8 @@ Chunks: chunks=N gives N balanced chunks (sizes floor(T/N) or ceil(T/N), the lar
 need not divide T; N > T is an error. Without the option the pass picks the smallest N such that a
 [T/N, V] fp32 logits tile is at most twice a [T, D] activation (in the activation's dtype):
 N = ceil(V * 4 / (2 * D * itemsize)), lowered so that no tile is below `floor` bytes (default
-4 MiB: a smaller tile saves less memory than its chunk's repeated ops cost in dispatch or launches),
+4 MiB: a smaller tile saves less memory than its chunk's repeated ops cost in dispatch or launches;
+sp-pipeline with a budget lowers it to 1/64 of the budget),
 clamped to [1, T]. N = 1 leaves the IR unchanged. A chain
 that does not match (another reader of the logits, a consumer of its gradient other than the
 above, a non-row-preserving reshape) is left as it is: the pass does nothing for it.

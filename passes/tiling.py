@@ -42,6 +42,14 @@ def bounds(tokens: int, n: int) -> list[tuple[int, int]]:
 # The default floor of the automatic chunk count: below it a chunk's tile saves too little memory to
 # pay for its ops (each chunk repeats the region's ops: their dispatch on CPU, launches on a GPU).
 DEFAULT_FLOOR = 4 << 20
+# Under a memory budget the floor is at most this share of it: what a tile kept whole costs is then
+# small beside the budget, so a step that fits tiled is not refused for the floor's sake.
+BUDGET_SHARE = 64
+
+
+def floor_for(budget: int | None) -> int:
+    """The automatic chunk count's floor for a per-rank memory budget (None: no budget)."""
+    return DEFAULT_FLOOR if budget is None else min(DEFAULT_FLOOR, budget // BUDGET_SHARE)
 
 
 def auto_chunks(by_width: int, whole_bytes: int, floor: int, limit: int) -> int:
