@@ -10,7 +10,8 @@ from .sp_coalesce_collectives import DEFAULT_BUCKET
 from .attention_scheme import MODE_HELP, mode_error
 from .sp_fuse import Fuse
 from .sp_plan_remat import POLICIES
-from .tiling import DEFAULT_FLOOR, floor_for
+from .sp_tile_sequence import TileSequence
+from .tiling import floor_for
 
 DEFAULT_REMAT = "sac"
 
@@ -40,10 +41,8 @@ class SpPipeline(PipelinePass):
             raise OptionError(f"{self.name}: tile={self.tile!r} is not auto, a number of chunks, or 0 (off)")
 
     def expand(self) -> list[str]:
-        floor = floor_for(self.budget)
-        tile = [] if self.tile == "0" else [
-            "sp-tile-sequence" + (f"{{chunks={self.tile}}}" if self.tile != "auto" else
-                                  f"{{floor={floor}}}" if floor != DEFAULT_FLOOR else "")]
+        tile = [] if self.tile == "0" else [   # its options where not at their defaults
+            TileSequence(chunks=None if self.tile == "auto" else int(self.tile), floor=floor_for(self.budget)).text()]
         return [
             "sp-raise-attention",                                # captured attention -> sp.attention(_grad)
             "sp-merge-projections",                              # q / k / v, gate / up: one matmul each
