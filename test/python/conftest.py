@@ -49,14 +49,10 @@ def _temporary_files(tmp_path_factory):
     prunes, instead of piling up in the system's."""
     import tempfile
     d = str(tmp_path_factory.mktemp("tmp"))
-    old = tempfile.tempdir, os.environ.get("TMPDIR")
-    tempfile.tempdir, os.environ["TMPDIR"] = d, d
-    yield
-    tempfile.tempdir = old[0]
-    if old[1] is None:
-        del os.environ["TMPDIR"]
-    else:
-        os.environ["TMPDIR"] = old[1]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(tempfile, "tempdir", d)
+        mp.setenv("TMPDIR", d)
+        yield
 
 
 @pytest.fixture(scope="session")
