@@ -189,7 +189,7 @@ class Program:
         self._execute(regs, memory, together)
         return [regs[o] for o in self.program["outputs"]]
 
-    def _execute(self, regs: list, memory: LiveBytes | None, together: bool = True) -> None:
+    def _execute(self, regs: list, memory: LiveBytes | None, together: bool) -> None:
         REG, value = self.REG, self._value
         check = not self.checked
         for idx, (fn, operands, out, free) in enumerate(self.steps):
