@@ -104,7 +104,10 @@ class _StepMode(AttentionCapture):
 
     def __enter__(self):
         def enter(m, args) -> None:
-            self.stack.append(self.names.get(id(m), ("?", type(m).__name__)))
+            # a module the model does not name (transformers' kernelized functions, e.g. its RoPE, wrapped
+            # in a Func module at each call) belongs to the module that calls it
+            outer = self.stack[-1][0] if self.stack else "?"
+            self.stack.append(self.names.get(id(m), (outer, type(m).__name__)))
 
         def leave(m, args, out) -> None:
             self.stack.pop()
