@@ -171,7 +171,8 @@ def _cumsum_of_ones(x: torch.Tensor, dim: int, dtype: torch.dtype | None = None,
 
 
 # dispatched while tracing but never part of a program (device queries, the semantic attention op)
-_TRACE_ONLY = {"prim.device.default", "autosp.attention.default"}
+_DEVICE_QUERY = "prim.device.default"
+_TRACE_ONLY = {_DEVICE_QUERY, "autosp.attention.default"}
 
 
 class _OpCheck(TorchDispatchMode):
@@ -195,7 +196,9 @@ class _OpCheck(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-_PASS_THROUGH = (operator.getitem, torch.ops.aten.detach.default, torch.ops.aten.alias.default)
+_PASS_THROUGH = (operator.getitem, torch.ops.aten.detach.default, torch.ops.aten.alias.default,
+                 torch.ops.aten.clone.default)
+_UNALIGNED = {_DEVICE_QUERY, "aten._assert_tensor_metadata.default", *map(str, _PASS_THROUGH[1:])}
 
 
 def _restore_locations(gm: torch.fx.GraphModule, log: list[tuple[str, tuple[str, int, str] | None]]) -> None:
@@ -204,15 +207,21 @@ def _restore_locations(gm: torch.fx.GraphModule, log: list[tuple[str, tuple[str,
     node those of the latest forward value it reads (what it differentiates), else of its first
     located input."""
     nodes = [n for n in gm.graph.nodes if n.op == "call_function"]
-    matcher = difflib.SequenceMatcher(None, [str(n.target) for n in nodes], [name for name, _ in log],
-                                      autojunk=False)
+    # aligned: only the ops both sides have one for one. Left in, the others (a device query per
+    # dispatched op; the export's getitems, metadata asserts, and detaches and clones the two sides
+    # do not have alike) let the longest-block matcher pair one layer's ops with the next layer's
+    # (GPT-2's first layer went to wpe, its MLP to h.1), and an op placed in the wrong layer is
+    # saved as a value crossing a layer boundary
+    ops = [n for n in nodes if n.target is not operator.getitem and str(n.target) not in _UNALIGNED]
+    log = [entry for entry in log if entry[0] not in _UNALIGNED]
+    matcher = difflib.SequenceMatcher(None, [str(n.target) for n in ops], [name for name, _ in log], autojunk=False)
     located: dict[torch.fx.Node, tuple[str, int, str]] = {}
     for block in matcher.get_matching_blocks():
         for i in range(block.size):
             src = log[block.b + i][1]
             if src is not None:
-                located[nodes[block.a + i]] = src
-    for node in nodes:   # getitem / detach / alias read the line of the op that made their input
+                located[ops[block.a + i]] = src
+    for node in nodes:   # getitem / detach / alias / clone read the line of the op that made their input
         if node.target in _PASS_THROUGH and node.args[0] in located and node not in located:
             located[node] = located[node.args[0]]
     forward = dict(located)

@@ -40,13 +40,27 @@ def _programs(path: str) -> tuple[dict, dict]:
     return prog["forward"], prog["backward"]
 
 
+def _saved(fwd: dict) -> list[tuple[list[int], str]]:
+    """(shape, dtype) of every value the forward saves for the backward."""
+    made = {r: (s, d) for inst in fwd["instructions"] for r, s, d in zip(inst["out"], inst["shapes"], inst["dtypes"])
+            if s is not None}
+    return [made[o] for o, name in zip(fwd["outputs"], fwd["results"]) if name.startswith("saved:") and o in made]
+
+
 def _saved_bytes(fwd: dict) -> int:
-    sizes = {}
-    for inst in fwd["instructions"]:
-        for r, s, d in zip(inst["out"], inst["shapes"], inst["dtypes"]):
-            if s is not None:
-                sizes[r] = math.prod(s) * DTYPES[d].itemsize
-    return sum(sizes.get(o, 0) for o, name in zip(fwd["outputs"], fwd["results"]) if name.startswith("saved:"))
+    return sum(math.prod(s) * DTYPES[d].itemsize for s, d in _saved(fwd))
+
+
+@pytest.mark.parametrize("model", ["llama", "gemma3", "gpt2"])
+def test_full_saves_only_layer_boundaries(model, hf_dir, compile_to):
+    """full saves the 2 layers' [B, S, D] inputs and the final norm's, the positions' cos / sin
+    ([1, S, head_dim]), the labels and scalars, nothing else: every op is placed in its own layer.
+    transformers runs apply_rotary_pos_emb as a module the model does not name (a kernelized
+    function): its ops belong to the attention that calls it, else the rotated q and k are saved as
+    values crossing a layer boundary; and GPT-2's first layer was once placed in wpe, its MLP in h.1."""
+    fwd, _ = _programs(compile_to(spec_for(model, hf_dir), 1, remat="full"))
+    shapes = [s for s, _ in _saved(fwd)]
+    assert shapes.count([2, 16, 32]) == 3 and all(s in ([2, 16, 32], [1, 16, 8], [2, 16], []) for s in shapes), shapes
 
 
 def test_policies_trade_memory_for_recompute(compile_to):
