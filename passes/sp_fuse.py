@@ -15,7 +15,10 @@ are whatever they read and make).
 Regions grow greedily in program order. An op joins the region(s) its operands come from when the
 domains agree and no op outside the region has read the region's values yet ("open"): the call
 then sits at the region's last op, after every input and before every outside reader, so outlining
-never reorders a dependence. A closed region then takes in a *sibling* (`_siblings`): a region of
+never reorders a dependence. Its inputs then live until the call: an op after host ops does not
+join a region whose inputs, read for the last time inside it, would thereby raise the function's
+peak (sp-plan-memory's simulation of the unfused function), as a chunked bf16 weight gradient's
+parts, each cast and added into the f32 sum, would as one kernel after the last chunk. A closed region then takes in a *sibling* (`_siblings`): a region of
 its domain called later that reads its results or a value it reads, whose inputs all exist at its
 call, and that starts at most MAX_HOISTED ops after it, or even before it (SwiGLU's backward: d(up) =
 g * silu(gate) and d(gate) both read g, and d(up)'s matmuls read d(up) in between; RMSNorm's backward
@@ -37,11 +40,12 @@ from typing import ClassVar
 from torch_mlir import ir
 from torch_mlir.dialects import func as func_d
 
+from .attributes import func_attr
 from .base import Pass, option
 from .ops import A, CAT, CONSTANT, FUSIBLE, LIST, MAX_KERNEL_ROW, ONE_HOT, PIECES, ROW_OPS, ROW_REDUCTIONS, UNARY, \
     UNPACK
 from .sp_plan_memory import Simulation, nbytes, saved_storage   # which imports nothing of sp-fuse
-from .torch_ir import body_ops, const_value, funcs_of, is_free, is_tensor, is_tensor_list, op_name, shape
+from .torch_ir import body_ops, const_value, funcs_of, is_free, is_tensor, is_tensor_list, op_name, shape, strings
 
 
 MAX_HOISTED = 4   # the most host ops a sibling region's results are made earlier than they were
@@ -53,6 +57,7 @@ class _Region:
     ops: list = field(default_factory=list)
     open: bool = True
     call_at: ir.Operation | None = None   # where the call goes when siblings moved in: the first one's last op
+    last: int = -1                        # the index of its last op (while regions grow)
 
 
 def _rows(domain: list[int]) -> list[int] | None:
@@ -192,15 +197,35 @@ def regions(func, min_ops: int, owned: dict[int, tuple[int, int]] | None = None)
     found: list[_Region] = []
     pieces: set[ir.Value] = set()
     lists: dict[ir.Value, ir.Operation] = {}   # a list of tensors -> the op that builds it
+    ops = body_ops(func)
+    last_read = _last_reads(ops)
+    roles = strings(func_attr(func, "sp.args")) if "sp.args" in func.attributes else []
+    resident = {a for a, role in zip(func.regions[0].blocks[0].arguments, roles) if not role.startswith("saved:")}
+    unfused = functools.cache(lambda: _unfused_moments(func, ops, owned))
 
     def merge(into: _Region, r: _Region) -> None:
         into.ops += r.ops
+        into.last = max(into.last, r.last)
         for o in r.ops:
             for v in o.operation.results:
                 owner[v] = into
         found.remove(r)
 
-    for op in body_ops(func):
+    def holds(r: _Region, i: int) -> bool:
+        """Whether op i joining r would raise the function's peak: the inputs of r read for the last
+        time inside it would live until op i (scalars are not counted)."""
+        if i == r.last + 1:
+            return False
+        inner = {v for x in r.ops for v in x.operation.results}
+        held = sum(nbytes(x) for x in {x for y in r.ops for x in y.operation.operands}
+                   if x not in inner and x not in resident and is_tensor(x) and shape(x)
+                   and last_read.get(x, i) <= r.last)
+        if not held:
+            return False
+        peak, moments = unfused()
+        return max(moments[r.last + 1:i]) + held > peak
+
+    for i, op in enumerate(ops):
         name, o = op_name(op), op.operation
         if name == LIST and any(is_tensor(x) for x in o.operands):
             lists[o.results[0]] = op   # read through by its reader
@@ -234,7 +259,7 @@ def regions(func, min_ops: int, owned: dict[int, tuple[int, int]] | None = None)
                 members = [lists[o.operands[0]], op]
         elif (d := _domain(op)) is not None:
             for r in dict.fromkeys(reads):   # each region once, in operand order
-                merged = _merged(r.domain, d) if r.open else None
+                merged = _merged(r.domain, d) if r.open and not holds(r, i) else None
                 if merged is None:
                     continue
                 if joined is None:
@@ -248,6 +273,7 @@ def regions(func, min_ops: int, owned: dict[int, tuple[int, int]] | None = None)
                 found.append(joined)
         if joined is not None:
             joined.ops += members
+            joined.last = i
             for v in o.results:
                 owner[v] = joined
                 if cut:
@@ -260,6 +286,29 @@ def regions(func, min_ops: int, owned: dict[int, tuple[int, int]] | None = None)
         v in pieces and any(u.owner not in {x.operation for x in r.ops} for u in v.uses)
         for x in r.ops for v in x.operation.results)]
     return _siblings(func, found, min_ops, owned)
+
+
+def _last_reads(ops: list) -> dict[ir.Value, int]:
+    """The index of each value's last reader (reading through lists)."""
+    last_read: dict[ir.Value, int] = {}
+    lists: dict[ir.Value, ir.Operation] = {}
+    for i, op in enumerate(ops):
+        o = op.operation
+        if op_name(op) == LIST:
+            lists[o.results[0]] = op
+        for x in o.operands:
+            for e in (list(lists[x].operands) if x in lists else [x]):
+                last_read[e] = i
+    return last_read
+
+
+def _unfused_moments(func, ops: list, owned: dict | None) -> tuple[int, list[int]]:
+    """(the peak live bytes of func as it is, the live bytes at each of `ops`' moments; 0 for a
+    constant or a list)."""
+    sim = Simulation(func, owned)
+    peak = sim.run()[0]
+    moment = {o.operation: m for o, m in zip(sim.ops, sim.moments)}
+    return peak, [moment.get(o.operation, 0) for o in ops]
 
 
 def _siblings(func, found: list[_Region], min_ops: int, owned: dict | None) -> list[_Region]:
