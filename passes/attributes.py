@@ -22,7 +22,7 @@ class Attribute:
 ATTRIBUTES = {a.name: a for a in (
     Attribute("sp.args", "func", ("importer", "sp-plan-remat"),
               ("sp-merge-projections", "sp-propagate-sequence", "sp-partition-sequence", "sp-pad-sequence",
-               "sp-tile-sequence", "sp-plan-remat", "sp-fuse", "sp-plan-memory", "host-program"),
+               "sp-tile-sequence", "sp-plan-remat", "sp-plan-memory", "host-program"),
               "each argument's role and name: param:NAME | buffer:NAME | input:NAME | saved:N"),
     Attribute("sp.results", "func", ("importer", "sp-plan-remat"),
               ("sp-partition-sequence", "sp-pad-sequence", "sp-plan-remat", "sp-plan-memory", "host-program"),

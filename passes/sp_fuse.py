@@ -40,12 +40,11 @@ from typing import ClassVar
 from torch_mlir import ir
 from torch_mlir.dialects import func as func_d
 
-from .attributes import func_attr
 from .base import Pass, option
 from .ops import A, CAT, CONSTANT, FUSIBLE, LIST, MAX_KERNEL_ROW, ONE_HOT, PIECES, ROW_OPS, ROW_REDUCTIONS, UNARY, \
     UNPACK
-from .sp_plan_memory import Simulation, nbytes, saved_storage   # which imports nothing of sp-fuse
-from .torch_ir import body_ops, const_value, funcs_of, is_free, is_tensor, is_tensor_list, op_name, shape, strings
+from .sp_plan_memory import Simulation, last_reads, nbytes, saved_storage   # which imports nothing of sp-fuse
+from .torch_ir import body_ops, const_value, funcs_of, is_free, is_tensor, is_tensor_list, op_name, shape
 
 
 MAX_HOISTED = 4   # the most host ops a sibling region's results are made earlier than they were
@@ -198,9 +197,9 @@ def regions(func, min_ops: int, owned: dict[int, tuple[int, int]] | None = None)
     pieces: set[ir.Value] = set()
     lists: dict[ir.Value, ir.Operation] = {}   # a list of tensors -> the op that builds it
     ops = body_ops(func)
-    last_read = _last_reads(ops)
-    roles = strings(func_attr(func, "sp.args")) if "sp.args" in func.attributes else []
-    resident = {a for a, role in zip(func.regions[0].blocks[0].arguments, roles) if not role.startswith("saved:")}
+    last_read = last_reads(ops)
+    # arguments the simulation never frees (all but the saved values in `owned`): holding them is free
+    resident = {a for n, a in enumerate(func.regions[0].blocks[0].arguments) if n not in (owned or {})}
     unfused = functools.cache(lambda: _unfused_moments(func, ops, owned))
 
     def merge(into: _Region, r: _Region) -> None:
@@ -286,20 +285,6 @@ def regions(func, min_ops: int, owned: dict[int, tuple[int, int]] | None = None)
         v in pieces and any(u.owner not in {x.operation for x in r.ops} for u in v.uses)
         for x in r.ops for v in x.operation.results)]
     return _siblings(func, found, min_ops, owned)
-
-
-def _last_reads(ops: list) -> dict[ir.Value, int]:
-    """The index of each value's last reader (reading through lists)."""
-    last_read: dict[ir.Value, int] = {}
-    lists: dict[ir.Value, ir.Operation] = {}
-    for i, op in enumerate(ops):
-        o = op.operation
-        if op_name(op) == LIST:
-            lists[o.results[0]] = op
-        for x in o.operands:
-            for e in (list(lists[x].operands) if x in lists else [x]):
-                last_read[e] = i
-    return last_read
 
 
 def _unfused_moments(func, ops: list, owned: dict | None) -> tuple[int, list[int]]:

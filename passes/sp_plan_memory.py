@@ -44,6 +44,11 @@ def _reads(op) -> list[ir.Value]:
     return out
 
 
+def last_reads(ops: list) -> dict[ir.Value, int]:
+    """The index in `ops` of each value's last reader (a list's elements are read by its reader)."""
+    return {x: i for i, op in enumerate(ops) for x in _reads(op)}
+
+
 def _strided_split(op) -> bool:
     """A split along a dim with a non-unit dim before it: its pieces are not contiguous."""
     if op_name(op) not in (A + "split.Tensor", A + "split_with_sizes", A + "unbind.int"):
@@ -116,10 +121,7 @@ class Simulation:
         roles = strings(func_attr(self.func, "sp.args")) if "sp.args" in self.func.attributes else []
         params = {a for r, a in zip(roles, block.arguments) if r.startswith("param:")}
         returned = {v for o in self.ops if op_name(o) == "func.return" for v in o.operation.operands}
-        last: dict[ir.Value, int] = {}
-        for i, op in enumerate(self.ops):
-            for x in _reads(op):
-                last[x] = i
+        last = last_reads(self.ops)
         storage: dict[ir.Value, int] = {}    # value -> storage id
         strided: set[ir.Value] = set()
         members: dict[int, int] = {}          # storage id -> live values
