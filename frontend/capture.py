@@ -198,7 +198,7 @@ class _OpCheck(TorchDispatchMode):
 
 _PASS_THROUGH = (operator.getitem, torch.ops.aten.detach.default, torch.ops.aten.alias.default,
                  torch.ops.aten.clone.default)
-_UNALIGNED = {_DEVICE_QUERY, "aten._assert_tensor_metadata.default", *map(str, _PASS_THROUGH[1:])}
+_UNALIGNED = {_DEVICE_QUERY, "aten._assert_tensor_metadata.default", *map(str, _PASS_THROUGH)}
 
 
 def _restore_locations(gm: torch.fx.GraphModule, log: list[tuple[str, tuple[str, int, str] | None]]) -> None:
@@ -212,7 +212,7 @@ def _restore_locations(gm: torch.fx.GraphModule, log: list[tuple[str, tuple[str,
     # do not have alike) let the longest-block matcher pair one layer's ops with the next layer's
     # (GPT-2's first layer went to wpe, its MLP to h.1), and an op placed in the wrong layer is
     # saved as a value crossing a layer boundary
-    ops = [n for n in nodes if n.target is not operator.getitem and str(n.target) not in _UNALIGNED]
+    ops = [n for n in nodes if str(n.target) not in _UNALIGNED]
     log = [entry for entry in log if entry[0] not in _UNALIGNED]
     matcher = difflib.SequenceMatcher(None, [str(n.target) for n in ops], [name for name, _ in log], autojunk=False)
     located: dict[torch.fx.Node, tuple[str, int, str]] = {}
