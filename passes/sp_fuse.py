@@ -18,11 +18,13 @@ then sits at the region's last op, after every input and before every outside re
 never reorders a dependence. Its inputs then live until the call: an op after host ops does not
 join a region whose inputs, read for the last time inside it, would thereby raise the function's
 peak (sp-plan-memory's simulation of the unfused function), as a chunked bf16 weight gradient's
-parts, each cast and added into the f32 sum, would as one kernel after the last chunk. A closed region then takes in a *sibling* (`_siblings`): a region of
-its domain called later that reads its results or a value it reads, whose inputs all exist at its
-call, and that starts at most MAX_HOISTED ops after it, or even before it (SwiGLU's backward: d(up) =
-g * silu(gate) and d(gate) both read g, and d(up)'s matmuls read d(up) in between; RMSNorm's backward
-and its weight gradient's product, whose column sum comes in between, in either order). The sibling's ops move up into that
+parts, each cast and added into the f32 sum, would as one kernel after the last chunk.
+
+A closed region then takes in a *sibling* (`_siblings`): a region of its domain called later that
+reads its results or a value it reads, whose inputs all exist at its call, and that starts at most
+MAX_HOISTED ops after it, or even before it (SwiGLU's backward: d(up) = g * silu(gate) and d(gate)
+both read g, and d(up)'s matmuls read d(up) in between; RMSNorm's backward and its weight gradient's
+product, whose column sum comes in between, in either order). The sibling's ops move up into that
 call, so its results live at most MAX_HOISTED ops longer: a merge that would raise the function's
 peak (sp-plan-memory's simulation) is not made. Regions of fewer than `min_ops` ops stay ATen calls.
 
