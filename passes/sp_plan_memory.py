@@ -8,7 +8,7 @@ module `sp.memory`: predicted_peak_bytes and its breakdown
   inputs       the step's token inputs
   gradients    the gradients produced so far (at a backward peak)
   saved        the saved values live at the peak: not yet freed (backward) or made so far (forward)
-  transient    the rest of the working set at the peak
+  transient    the rest of the working set at the peak (an attention kernel's workspace included)
   comm         collective staging buffers (send chunks / receive list) at the peak
 and on each function `sp.live_peak_bytes` and `sp.live_timeline` (live bytes after every op). sp-plan-memory{budget=BYTES} fails when the prediction
 exceeds the budget, naming the breakdown.
@@ -21,13 +21,14 @@ from typing import ClassVar
 
 from torch_mlir import ir
 
+from autosp.runtime import kernels
 from autosp.units import human
 
 from .aten_call import ELEMENT_TYPES
 from .attributes import func_attr
 from .base import Bytes, Pass, PassError, option
 from .ops import A, COLLECTIVE_STAGING, LIST, RESHAPE, RING_ATTENTION, RING_ATTENTION_GRAD, STRIDED, VIEWS
-from .torch_ir import body_ops, const_value, dtype_str, funcs_of, is_free, is_tensor, op_name, shape, strings
+from .torch_ir import body_ops, const_value, dtype_str, funcs_of, int_attr, is_free, is_tensor, op_name, shape, strings
 
 
 
@@ -76,11 +77,19 @@ def nbytes(v: ir.Value) -> int:
     return math.prod(shape(v)) * ELEMENT_TYPES[dtype_str(v.type)].itemsize if is_tensor(v) else 0
 
 
+LOCAL_ATTENTION, LOCAL_ATTENTION_GRAD = "sp.attention", "sp.attention_grad"
+ATTENTIONS = (LOCAL_ATTENTION, LOCAL_ATTENTION_GRAD, RING_ATTENTION, RING_ATTENTION_GRAD)
+
+
+def _qkv(op, name: str) -> list[ir.Value]:
+    x = list(op.operation.operands)
+    return x[:3] if name in (LOCAL_ATTENTION, RING_ATTENTION) else x[1:4]
+
+
 def _staging(op, name: str) -> int:
     """Bytes a collective holds beside its operands and results while it runs."""
     if name in (RING_ATTENTION, RING_ATTENTION_GRAD):
-        x = list(op.operation.operands)
-        q, k, v = x[:3] if name == RING_ATTENTION else x[1:4]
+        q, k, v = _qkv(op, name)
         kv = nbytes(k) + nbytes(v)
         f32 = 4 * math.prod(shape(q))   # an fp32 tensor of q's elements (out has q's shape)
         if name == RING_ATTENTION:   # the arriving K/V block, the fp32 output, a block's output, its merge
@@ -89,6 +98,22 @@ def _staging(op, name: str) -> int:
         # arriving K/V, fp32 dq, the travelling fp32 dk/dv (held, summed, arriving), a block's grads
         return 2 * kv + f32 + 3 * kv32 + nbytes(q) + kv
     return COLLECTIVE_STAGING.get(name, 0) * sum(nbytes(r) for r in op.operation.results)
+
+
+def _workspace(op, name: str) -> int:
+    """What an attention kernel (one ring block's, for ring attention) holds beside its operands and
+    results, as CUDA's kernels do (runtime/kernels.py): the GPU is what the plan predicts for."""
+    if name not in ATTENTIONS:
+        return 0
+    q, k, _ = _qkv(op, name)
+    (b, heads, rows, d), kv_heads = shape(q), shape(k)[1]
+    itemsize = ELEMENT_TYPES[dtype_str(q.type)].itemsize
+    causal, window = bool(int_attr(op, "causal")), int_attr(op, "window")
+    docs = len(op.operation.operands) in (4, 7)   # the optional document positions, last
+    flash = kernels.cuda_flash(itemsize == 2, d, rows, rows, causal, window, 0, docs) is not None
+    mask_rows = b if docs else int(bool(window) and not flash)
+    return kernels.workspace_bytes(b, heads, kv_heads, rows, rows, d, itemsize, flash,
+                                   name in (LOCAL_ATTENTION_GRAD, RING_ATTENTION_GRAD), mask_rows)
 
 
 def _stacks(op, params: set) -> bool:
@@ -157,10 +182,10 @@ class Simulation:
             if name == "func.return":
                 break
             x = list(op.operation.operands)
-            staging = _staging(op, name)
+            staging, work = _staging(op, name), _workspace(op, name)
             if _stacks(op, params):   # the runtime keeps these parameters side by side: a view of them
                 storage[op.operation.results[0]] = -1
-                self.moments.append(live + staging)
+                self.moments.append(live + staging + work)
                 timeline.append(live)
                 continue
             for r in op.operation.results:
@@ -180,9 +205,9 @@ class Simulation:
                 members[sid] = members.get(sid, 0) + 1
                 if not list(r.uses) and r not in returned:
                     live -= release(r, 4 * i + 1)
-            if live + staging > peak:
-                peak, peak_comm, peak_tick = live + staging, staging, 4 * i + 2
-            self.moments.append(live + staging)
+            if live + staging + work > peak:
+                peak, peak_comm, peak_tick = live + staging + work, staging, 4 * i + 2
+            self.moments.append(live + staging + work)
             for v in set(_reads(op)):
                 if last.get(v) == i and v not in returned and storage.get(v, -1) != -1:
                     live -= release(v, 4 * i + 3)

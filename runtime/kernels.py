@@ -1,5 +1,9 @@
 """Attention kernels behind sp.attention / sp.attention_grad: ATen's fused SDPA entry points,
-chosen by device. `lse` is the backend's softmax statistics, kept for the backward. Dropout with
+chosen by device. On CUDA, fp16/bf16 attention runs FlashAttention-2, which reads grouped K/V at
+their own head count and takes a causal sliding window as two bounds; fp32 and the document masks run
+the memory-efficient kernel, which wants K/V repeated to the query heads and a dense additive mask.
+`lse` is the softmax statistics [B, H, rows of q] (fp32), kept for the backward. `workspace_bytes`
+says what each CUDA kernel holds beside its operands and results, for the memory plan. Dropout with
 the program's own generator."""
 from __future__ import annotations
 
@@ -7,12 +11,89 @@ import torch
 
 aten = torch.ops.aten
 
+CUDA_BIAS_ALIGN = 16   # the efficient-attention kernel wants the bias rows 16-element aligned
+CUDA_LSE_ALIGN = 32    # and keeps the statistics padded to 32 rows
+FLASH_DTYPES = (torch.float16, torch.bfloat16)
+
+
+def cuda_flash(half: bool, head_dim: int, rows_q: int, rows_k: int, causal: bool, window: int, offset: int,
+               docs: bool, windows: bool = True) -> tuple[bool, tuple[int, int] | None] | None:
+    """FlashAttention-2's (is_causal, (left, right) window or None) for an attention on CUDA, or None:
+    the memory-efficient kernel runs it. FA2 takes fp16/bf16 with a head dim a multiple of 8 up to 256;
+    its causal mask and window are aligned to the last rows of q and k, so query row a (position a +
+    offset from k's first) seeing keys b with 0 <= a + offset - b < window is the window (left, right)
+    around row a + rows_k - rows_q when both bounds are >= 0. `windows`: the build takes windows (ROCm's
+    does not)."""
+    if docs or not half or head_dim % 8 or head_dim > 256:
+        return None
+    if not window:
+        if not causal:
+            return False, None
+        return (True, None) if rows_q == rows_k else None   # top-left causal (the kernels' convention)
+    shift = rows_k - rows_q
+    left, right = window - 1 + shift - offset, offset - shift
+    return (False, (left, right)) if windows and left >= 0 and right >= 0 else None
+
+
+def _cuda(x: torch.Tensor) -> bool:
+    """Whether x is on a CUDA (or ROCm) device: the CUDA kernels' branch (a test takes it on `meta`)."""
+    return x.device.type == "cuda"
+
+
+def _flash_args(q: torch.Tensor, k: torch.Tensor, causal: bool, window: int, offset: int,
+                docs: bool) -> tuple[bool, tuple[int, int] | None] | None:
+    if not _cuda(q) or q.dtype not in FLASH_DTYPES:
+        return None
+    return cuda_flash(True, q.shape[-1], q.shape[2], k.shape[2], causal, window, offset, docs,
+                      windows=torch.version.hip is None)
+
+
+def _round(n: int, m: int) -> int:
+    return -(-n // m) * m
+
+
+def head_groups(batch: int, heads: int, kv_heads: int, rows_k: int) -> int:
+    """How many groups of K/V heads a CUDA attention runs as, one call each over its query heads: the
+    kernels' workspace grows with the heads of a call, and a call still fills the GPU with fewer heads
+    when the rows are many. The most groups (a divisor of kv_heads) that leave each call 1024 blocks
+    of 128 keys x heads."""
+    blocks = -(-rows_k // 128) * batch * heads
+    return max(n for n in range(1, kv_heads + 1) if n == 1 or (kv_heads % n == 0 and blocks // n >= 1024))
+
+
+def workspace_bytes(batch: int, heads: int, kv_heads: int, rows_q: int, rows_k: int, head_dim: int, itemsize: int,
+                    flash: bool, backward: bool, mask_rows: int) -> int:
+    """Bytes the CUDA attention (backward) holds beside its operands and results, run as
+    head_groups() calls: one call's workspace and, over several, its results before they are copied
+    into the whole ones. FlashAttention-2's backward: an fp32 dq accumulator [B, rows_q to 128, H,
+    D to 32], the fp32 softmax row sums and, with grouped K/V, dk / dv at the query heads before their
+    sum. The efficient kernel: K/V repeated to the query heads; in the backward their gradients at the
+    query heads too, an fp32 dq accumulator, the statistics padded to 32 rows and dout made contiguous.
+    mask_rows: the dense additive mask's leading rows (0: none, 1: a window's, the batch: documents'),
+    with the int64 distances that build it."""
+    groups = head_groups(batch, heads, kv_heads, rows_k)
+    h, hk = heads // groups, kv_heads // groups
+    grouped = h != hk
+    q = batch * h * rows_q * head_dim * itemsize         # one call's q (and out, dout, dq)
+    kv = batch * hk * rows_k * head_dim * itemsize       # one call's k (and v, dk, dv)
+    wide = batch * h * rows_k * head_dim * itemsize      # one call's k at the query heads
+    if flash and not backward:
+        kernel = 0
+    elif flash:
+        kernel = 4 * batch * h * _round(rows_q, 128) * (1 + _round(head_dim, 32 if head_dim <= 128 else 64)) \
+            + 2 * wide * grouped
+    elif backward:
+        kernel = 4 * wide * grouped + 4 * batch * h * (rows_q * head_dim + 2 * _round(rows_q, CUDA_LSE_ALIGN)) \
+            + q * (groups > 1)
+    else:
+        kernel = 2 * wide * grouped
+    results = (q + 2 * kv if backward else q + 4 * batch * h * rows_q) if groups > 1 else 0
+    mask = mask_rows * rows_q * _round(rows_k, CUDA_BIAS_ALIGN) * itemsize + 8 * rows_q * rows_k * bool(mask_rows)
+    return kernel + results + mask
+
 
 def _repeat_kv(x: torch.Tensor, groups: int) -> torch.Tensor:
     return x if groups == 1 else x.repeat_interleave(groups, dim=1)
-
-
-CUDA_BIAS_ALIGN = 16   # the efficient-attention kernel wants the bias rows 16-element aligned
 
 
 def _additive(hide: torch.Tensor, q: torch.Tensor, align: int) -> torch.Tensor:
@@ -49,7 +130,7 @@ def _masking(q: torch.Tensor, k: torch.Tensor, causal: bool, window: int, offset
     """(bias, is_causal, rows that see a key or None: all) for the SDPA entry points: a window's or the
     documents' mask holds its causality. positions: the global positions of q's and k's rows (default:
     consecutive, q's first at `offset` from k's)."""
-    align = CUDA_BIAS_ALIGN if q.is_cuda else 1
+    align = CUDA_BIAS_ALIGN if _cuda(q) else 1
     if doc_pos is not None:
         if positions is None:
             positions = (torch.arange(q.shape[2], device=q.device) + offset, torch.arange(k.shape[2], device=q.device))
@@ -60,37 +141,70 @@ def _masking(q: torch.Tensor, k: torch.Tensor, causal: bool, window: int, offset
     return _window_bias(q, k, window, offset, align), False, None
 
 
-def attention(q, k, v, causal: bool, scale: float, kv_groups: int, window: int = 0, offset: int = 0,
-              doc_pos: torch.Tensor | None = None, positions: tuple[torch.Tensor, torch.Tensor] | None = None):
-    """window > 0: a causal sliding window (the causality is in the mask), `offset` the position of
-    q's first row minus k's (ring attention's blocks). doc_pos [B, rows of q]: each query's position in
-    its document, which it attends no further back than (positions: see _masking). A query row that
-    sees no key of a ring block (given positions) gives out 0 and lse -inf (nothing to merge); over
-    the whole sequence every row sees its own key."""
-    bias, causal, seen = _masking(q, k, causal, window, offset, doc_pos, positions)
-    if q.is_cuda:
-        k, v = _repeat_kv(k, kv_groups), _repeat_kv(v, kv_groups)
-        out, lse, *_ = aten._scaled_dot_product_efficient_attention(q, k, v, bias, True, 0.0, causal, scale=scale)
-    else:   # the CPU flash kernel takes grouped K/V as they are
-        out, lse = aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal, attn_mask=bias,
-                                                                    scale=scale)[:2]
-    if seen is not None and positions is not None:
-        rows = q.shape[2]
-        out = out.masked_fill(~seen[:, None, :, None], 0.0)
-        lse = lse.clone()
-        lse[..., :rows] = lse[..., :rows].masked_fill(~seen[:, None, :], float("-inf"))
-    return out, lse
+def _whole_like(part: torch.Tensor, groups: int) -> torch.Tensor:
+    """The result `part` is one group of (dim 1, heads), whole, in part's layout: a [B, H, S, D] view
+    of a [B, S, H, D] buffer (the kernels' out, FlashAttention's gradients) when part is one (a head
+    stride no larger than the row stride: with one head a group, both are D)."""
+    shape = list(part.shape)
+    shape[1] *= groups
+    if part.dim() == 4 and part.stride(1) <= part.stride(2) and part.transpose(1, 2).is_contiguous():
+        return part.new_empty([shape[0], shape[2], shape[1], shape[3]]).transpose(1, 2)
+    return part.new_empty(shape)
 
 
-def attention_grad(dout, q, k, v, out, lse, causal: bool, scale: float, kv_groups: int, window: int = 0,
-                   offset: int = 0, doc_pos: torch.Tensor | None = None,
-                   positions: tuple[torch.Tensor, torch.Tensor] | None = None):
-    bias, causal, _ = _masking(q, k, causal, window, offset, doc_pos, positions)
-    if not q.is_cuda:
-        return aten._scaled_dot_product_flash_attention_for_cpu_backward(
-            dout, q, k, v, out, lse, 0.0, causal, attn_mask=bias, scale=scale)
+def _in_groups(fn, groups: int, wide: list[torch.Tensor | None], narrow: list[torch.Tensor]) -> tuple:
+    """fn(*wide, *narrow) with the query-head operands `wide` (None: absent) and the K/V-head ones
+    `narrow` cut into `groups` along the heads (dim 1), each call's results written into the whole
+    ones. Query head h reads K/V head h // (its group size): a group's heads are consecutive."""
+    if groups == 1:
+        return tuple(fn(*wide, *narrow))
+
+    def cut(x: torch.Tensor | None, g: int) -> torch.Tensor | None:
+        return None if x is None else x.chunk(groups, 1)[g]
+    whole = None
+    for g in range(groups):
+        part = fn(*(cut(x, g) for x in wide), *(cut(x, g) for x in narrow))
+        whole = whole or [_whole_like(r, groups) for r in part]
+        for w, r in zip(whole, part):
+            w.chunk(groups, 1)[g].copy_(r)
+    return tuple(whole)
+
+
+def _bshd(x: torch.Tensor) -> torch.Tensor:
+    """[B, H, S, D] as FlashAttention's [B, S, H, D] view."""
+    return x.transpose(1, 2)
+
+
+def _flash(q, k, v, scale: float, args: tuple[bool, tuple[int, int] | None]):
+    causal, window = args
+    left, right = window if window else (None, None)
+    out, lse, *_ = aten._flash_attention_forward(
+        _bshd(q), _bshd(k), _bshd(v), None, None, q.shape[2], k.shape[2], 0.0, causal, False, scale=scale,
+        window_size_left=left, window_size_right=right)
+    return _bshd(out), lse
+
+
+def _flash_grad(dout, q, out, lse, k, v, scale: float, args: tuple[bool, tuple[int, int] | None]):
+    causal, window = args
+    left, right = window if window else (None, None)
+    o, do = (x if x.stride(-1) == 1 else x.contiguous() for x in (_bshd(out), _bshd(dout)))
+    rng = torch.empty(2, dtype=torch.uint64, device=q.device)   # read only under dropout
+    dq, dk, dv = aten._flash_attention_backward(
+        do, _bshd(q), _bshd(k), _bshd(v), o, lse.contiguous(), None, None, q.shape[2], k.shape[2], 0.0, causal,
+        rng, rng, scale=scale, window_size_left=left, window_size_right=right)
+    return _bshd(dq), _bshd(dk), _bshd(dv)
+
+
+def _efficient(q, bias, k, v, causal: bool, scale: float, kv_groups: int):
+    k, v = _repeat_kv(k, kv_groups), _repeat_kv(v, kv_groups)
+    out, lse, *_ = aten._scaled_dot_product_efficient_attention(q, k, v, bias, True, 0.0, causal, scale=scale)
+    return out, lse[..., :q.shape[2]]
+
+
+def _efficient_grad(dout, q, out, lse, bias, k, v, causal: bool, scale: float, kv_groups: int):
     hk = k.shape[1]
     k, v = _repeat_kv(k, kv_groups), _repeat_kv(v, kv_groups)
+    lse = torch.nn.functional.pad(lse, (0, _round(lse.shape[-1], CUDA_LSE_ALIGN) - lse.shape[-1]))
     zero = torch.zeros((), dtype=torch.int64, device=q.device)
     dq, dk, dv, _ = aten._scaled_dot_product_efficient_attention_backward(
         dout, q, k, v, bias, out, lse, zero, zero, 0.0, [True, True, True, False], causal, scale=scale)
@@ -99,6 +213,46 @@ def attention_grad(dout, q, k, v, out, lse, causal: bool, scale: float, kv_group
         dk = dk.view(b, hk, kv_groups, s, d).sum(2)
         dv = dv.view(b, hk, kv_groups, s, d).sum(2)
     return dq, dk, dv
+
+
+def _groups(q: torch.Tensor, k: torch.Tensor) -> int:
+    return head_groups(q.shape[0], q.shape[1], k.shape[1], k.shape[2])
+
+
+def attention(q, k, v, causal: bool, scale: float, kv_groups: int, window: int = 0, offset: int = 0,
+              doc_pos: torch.Tensor | None = None, positions: tuple[torch.Tensor, torch.Tensor] | None = None):
+    """window > 0: a causal sliding window (the causality is in the mask), `offset` the position of
+    q's first row minus k's (ring attention's blocks). doc_pos [B, rows of q]: each query's position in
+    its document, which it attends no further back than (positions: see _masking). A query row that
+    sees no key of a ring block (given positions) gives out 0 and lse -inf (nothing to merge); over
+    the whole sequence every row sees its own key."""
+    flash = _flash_args(q, k, causal, window, offset, doc_pos is not None)
+    if flash is not None:
+        return _in_groups(lambda q, k, v: _flash(q, k, v, scale, flash), _groups(q, k), [q], [k, v])
+    bias, causal, seen = _masking(q, k, causal, window, offset, doc_pos, positions)
+    if _cuda(q):
+        out, lse = _in_groups(lambda *x: _efficient(*x, causal, scale, kv_groups), _groups(q, k), [q, bias], [k, v])
+    else:   # the CPU flash kernel takes grouped K/V as they are
+        out, lse = aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal, attn_mask=bias,
+                                                                    scale=scale)[:2]
+    if seen is not None and positions is not None:
+        out = out.masked_fill(~seen[:, None, :, None], 0.0)
+        lse = lse.masked_fill(~seen[:, None, :], float("-inf"))
+    return out, lse
+
+
+def attention_grad(dout, q, k, v, out, lse, causal: bool, scale: float, kv_groups: int, window: int = 0,
+                   offset: int = 0, doc_pos: torch.Tensor | None = None,
+                   positions: tuple[torch.Tensor, torch.Tensor] | None = None):
+    flash = _flash_args(q, k, causal, window, offset, doc_pos is not None)
+    if flash is not None:
+        return _in_groups(lambda *x: _flash_grad(*x, scale, flash), _groups(q, k), [dout, q, out, lse], [k, v])
+    bias, causal, _ = _masking(q, k, causal, window, offset, doc_pos, positions)
+    if not _cuda(q):
+        return aten._scaled_dot_product_flash_attention_for_cpu_backward(
+            dout, q, k, v, out, lse.contiguous(), 0.0, causal, attn_mask=bias, scale=scale)
+    return _in_groups(lambda *x: _efficient_grad(*x, causal, scale, kv_groups), _groups(q, k),
+                      [dout, q, out, lse, bias], [k, v])
 
 
 def dropout(x: torch.Tensor, p: float, train: bool | None,

@@ -23,7 +23,6 @@ import torch
 from . import kernels
 from .artifact import ring_hops
 
-LSE_ALIGN_CUDA = 32   # the CUDA efficient-attention kernels keep the statistics padded to 32 rows
 ALL = slice(None)
 
 
@@ -90,7 +89,7 @@ def forward(mesh, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, doc_pos: to
             qs, ks, diagonal, offset = part
             o, s = kernels.attention(_rows(q, qs), _rows(kv[0], ks), _rows(kv[1], ks), diagonal, scale, kv_groups,
                                      window, offset, **_documents(mesh, group, doc_pos, qs, ks, j, rows))
-            o, s = o.float(), s[..., :o.shape[2]].float()
+            o, s = o.float(), s.float()
             if out is None:
                 out, lse = o, s
             else:
@@ -122,7 +121,7 @@ def backward(mesh, dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torc
             qs, ks, diagonal, offset = part
             bq, bk, bv = kernels.attention_grad(
                 _rows(dout, qs), _rows(q, qs), _rows(kv[0], ks), _rows(kv[1], ks), _rows(out, qs),
-                _backend_lse(lse[..., qs], q), diagonal, scale, kv_groups, window, offset,
+                lse[..., qs], diagonal, scale, kv_groups, window, offset,
                 **_documents(mesh, group, doc_pos, qs, ks, j, rows))
             dq[:, :, qs] += bq
             dkv[0][:, :, ks] += bk
@@ -133,10 +132,3 @@ def backward(mesh, dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torc
             kv = arriving()
     return dq.to(q.dtype), dkv[0].to(k.dtype), dkv[1].to(v.dtype)
 
-
-def _backend_lse(lse: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-    """The statistics in the layout the backend's attention backward reads."""
-    if not q.is_cuda:
-        return lse.contiguous()
-    rows = -(-lse.shape[-1] // LSE_ALIGN_CUDA) * LSE_ALIGN_CUDA
-    return torch.nn.functional.pad(lse, (0, rows - lse.shape[-1]))
