@@ -60,6 +60,9 @@ ATTRIBUTES = {a.name: a for a in (
               "the function's own peak of live bytes (for reading the IR)"),
     Attribute("sp.live_timeline", "func", ("sp-plan-memory",), ("artifact",),
               "live bytes after each instruction"),
+    Attribute("sp.in_place", "op", ("sp-plan-memory",), ("host-program",),
+              "on sp.all_reduce: its operand's storage dies at it, so the runtime reduces into it (the plan "
+              "counts no new buffer)"),
 )}
 
 

@@ -16,6 +16,8 @@ RESHAPE = {A + n for n in ("view", "_unsafe_view", "reshape")}
 VIEWS = RESHAPE | IDENTITY | {A + n for n in (
     "transpose.int", "permute", "t", "unsqueeze", "squeeze.dim", "squeeze", "expand", "slice.Tensor", "select.int",
     "split.Tensor", "split_with_sizes", "unbind.int")} | {UNPACK}
+# ... and these when the dtype does not change (ATen returns the operand itself)
+SAME_DTYPE_VIEWS = {A + "to.dtype"}
 # a view of these is not contiguous, so a later reshape copies
 STRIDED = {A + n for n in ("transpose.int", "permute", "t", "expand", "slice.Tensor", "select.int")}
 

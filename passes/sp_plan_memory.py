@@ -10,7 +10,10 @@ module `sp.memory`: predicted_peak_bytes and its breakdown
   saved        the saved values live at the peak: not yet freed (backward) or made so far (forward)
   transient    the rest of the working set at the peak (an attention kernel's workspace included)
   comm         collective staging buffers (send chunks / receive list) at the peak
-and on each function `sp.live_peak_bytes` and `sp.live_timeline` (live bytes after every op). sp-plan-memory{budget=BYTES} fails when the prediction
+and on each function `sp.live_peak_bytes` and `sp.live_timeline` (live bytes after every op).
+An sp.all_reduce whose operand's storage dies at it, held by no other value, reduces into it: the
+plan counts no new buffer and marks the op `sp.in_place`, which the runtime follows (a gradient's
+reduction does not hold the gradient twice). sp-plan-memory{budget=BYTES} fails when the prediction
 exceeds the budget, naming the breakdown.
 """
 from __future__ import annotations
@@ -27,7 +30,8 @@ from autosp.units import human
 from .aten_call import ELEMENT_TYPES
 from .attributes import func_attr
 from .base import Bytes, Pass, PassError, option
-from .ops import A, COLLECTIVE_STAGING, LIST, RESHAPE, RING_ATTENTION, RING_ATTENTION_GRAD, STRIDED, VIEWS
+from .ops import A, COLLECTIVE_STAGING, LIST, RESHAPE, RING_ATTENTION, RING_ATTENTION_GRAD, SAME_DTYPE_VIEWS, \
+    STRIDED, VIEWS
 from .torch_ir import body_ops, const_value, dtype_str, funcs_of, int_attr, is_free, is_tensor, op_name, shape, strings
 
 
@@ -78,6 +82,7 @@ def nbytes(v: ir.Value) -> int:
 
 
 LOCAL_ATTENTION, LOCAL_ATTENTION_GRAD = "sp.attention", "sp.attention_grad"
+ALL_REDUCE = "sp.all_reduce"
 ATTENTIONS = (LOCAL_ATTENTION, LOCAL_ATTENTION_GRAD, RING_ATTENTION, RING_ATTENTION_GRAD)
 
 
@@ -135,6 +140,7 @@ class Simulation:
         self.owned = owned or {}
         self.ops = [o for o in body_ops(func) if not is_free(o)]
         self.moments: list[int] = []   # after run: the live bytes at each op's peak moment (tick 4i+2)
+        self.in_place: list = []       # after run: the all-reduces that reduce into their operand
 
     def run(self) -> tuple[int, dict[str, int], list[int], list[tuple[int, int]]]:
         """(peak working-set bytes; at that peak, the bytes of comm staging, of owned arguments
@@ -192,15 +198,21 @@ class Simulation:
                 # a reshape of a non-contiguous value copies, unless it only splits dims: a view whatever the
                 # strides (t(x) viewed [D, B, S]; a stacked projection's piece viewed [1, T, F])
                 copies = name in RESHAPE and x[0] in strided and not _splits_only(shape(x[0]), shape(r))
-                if name in VIEWS and x and x[0] in storage and not copies:
+                aliases = name in VIEWS or (name in SAME_DTYPE_VIEWS and dtype_str(r.type) == dtype_str(x[0].type))
+                if aliases and x and x[0] in storage and not copies:
                     sid = storage[x[0]]
+                elif name == ALL_REDUCE and x[0] not in strided and x[0] not in returned and last.get(x[0]) == i \
+                        and storage.get(x[0], -1) >= 0 and members[storage[x[0]]] == 1:
+                    # the operand's storage dies here, held by no other value: reduced into (sp.in_place)
+                    sid = storage[x[0]]
+                    self.in_place.append(op)
                 else:
                     sid = len(size)
                     size[sid], born[sid] = nbytes(r) if is_tensor(r) else 0, 4 * i
                     live += size[sid]
                 storage[r] = sid
                 if name in STRIDED or _strided_split(op) or \
-                        (name in VIEWS and x and x[0] in strided and name != A + "clone" and not copies):
+                        (aliases and x and x[0] in strided and name != A + "clone" and not copies):
                     strided.add(r)
                 members[sid] = members.get(sid, 0) + 1
                 if not list(r.uses) and r not in returned:
@@ -251,10 +263,12 @@ def predict_funcs(fwd, bwd) -> dict[str, int]:
     inputs = _args_bytes(fwd, "input:")
     grads = sum(nbytes(v) for v in bwd.regions[0].blocks[0].operations[
         len(bwd.regions[0].blocks[0].operations) - 1].operands)
-    f_peak, f_parts, f_line, f_out = Simulation(fwd).run()
+    f_sim = Simulation(fwd)
+    f_peak, f_parts, f_line, f_out = f_sim.run()
     owned = saved_storage(f_out, bwd)
     saved = sum(dict(owned.values()).values())
-    b_peak, b_parts, b_line, _ = Simulation(bwd, owned).run()
+    b_sim = Simulation(bwd, owned)
+    b_peak, b_parts, b_line, _ = b_sim.run()
     # at a forward peak, "saved" is what the forward has made to keep so far; at a backward peak,
     # the saved values not yet freed, and "gradients" the ones produced so far (they become .grad)
     if f_peak >= b_peak:
@@ -263,9 +277,14 @@ def predict_funcs(fwd, bwd) -> dict[str, int]:
         at_peak = {"saved": b_parts["owned"], "gradients": b_parts["returned"], "comm": b_parts["comm"]}
     at_peak["transient"] = max(f_peak, b_peak) - sum(at_peak.values())
     peak = params + inputs + max(f_peak, b_peak)
-    for f, p, line in ((fwd, f_peak, f_line), (bwd, b_peak, b_line)):
+    for f, p, line, sim in ((fwd, f_peak, f_line, f_sim), (bwd, b_peak, b_line, b_sim)):
         f.attributes["sp.live_peak_bytes"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), p)
         f.attributes["sp.live_timeline"] = ir.DenseI64ArrayAttr.get(line)
+        for op in sim.ops:   # the plan counts no buffer for these: the runtime must reduce in place
+            if op in sim.in_place:
+                op.operation.attributes["sp.in_place"] = ir.UnitAttr.get()
+            elif "sp.in_place" in op.operation.attributes:
+                del op.operation.attributes["sp.in_place"]
     return {"predicted_peak_bytes": peak, "parameters": params, "inputs": inputs, **at_peak,
             "saved_bytes": saved, "gradient_bytes": grads, "forward_peak_bytes": f_peak, "backward_peak_bytes": b_peak,
             "forward_timeline": f_line, "backward_timeline": b_line}

@@ -54,10 +54,11 @@ class PeerFailedError(CollectiveError):
 
 
 def _identity_over_one_rank(method: Callable) -> Callable:
-    """A collective (or shard) over a group of one rank is its input; the group is the last argument."""
+    """A collective (or shard) over a group of one rank is its input; the group is the last positional
+    argument."""
     @functools.wraps(method)
-    def run(self, x: torch.Tensor, *args) -> torch.Tensor:
-        return x if self.size(args[-1]) == 1 else method(self, x, *args)
+    def run(self, x: torch.Tensor, *args, **kwargs) -> torch.Tensor:
+        return x if self.size(args[-1]) == 1 else method(self, x, *args, **kwargs)
     return run
 
 
@@ -71,8 +72,9 @@ class TorchTransport:
     def __init__(self, group, size: int):
         self.group, self.n = group, size
 
-    def all_reduce(self, x: torch.Tensor, op: str) -> torch.Tensor:
-        out = x.clone()
+    def all_reduce(self, x: torch.Tensor, op: str, in_place: bool = False) -> torch.Tensor:
+        """in_place: x is dead after this (the plan says so): reduced into."""
+        out = x if in_place else x.clone()
         dist.all_reduce(out, op=_REDUCE_OPS[op], group=self.group)
         return out
 
@@ -273,9 +275,9 @@ class Mesh:
 
     # ------------------------------------------------------------------ sp ops
     @_identity_over_one_rank
-    def all_reduce(self, x: torch.Tensor, op: str, group: str) -> torch.Tensor:
-        out = self._call("sp.all_reduce", group, "all_reduce", [x], x, "sum" if op == "avg" else op)
-        return out / self.size(group) if op == "avg" else out
+    def all_reduce(self, x: torch.Tensor, op: str, group: str, *, in_place: bool = False) -> torch.Tensor:
+        out = self._call("sp.all_reduce", group, "all_reduce", [x], x, "sum" if op == "avg" else op, in_place)
+        return (out.div_(self.size(group)) if in_place else out / self.size(group)) if op == "avg" else out
 
     def _contiguous(self, op: str, group: str) -> None:
         if self.order == "zigzag" and group == "sp":
@@ -347,7 +349,7 @@ class Mesh:
 # the sp collectives by op name, as the executor calls them: (mesh, attrs, *inputs) -> output(s)
 COLLECTIVES = {
     "sp.all_to_all": lambda m, a, x: m.all_to_all(x, a["scatter_dim"], a["gather_dim"], a["group"]),
-    "sp.all_reduce": lambda m, a, x: m.all_reduce(x, a["op"], a["group"]),
+    "sp.all_reduce": lambda m, a, x: m.all_reduce(x, a["op"], a["group"], in_place=a.get("in_place", False)),
     "sp.all_gather": lambda m, a, x: m.all_gather(x, a["dim"], a["group"]),
     "sp.reduce_scatter": lambda m, a, x: m.reduce_scatter(x, a["dim"], a["group"]),
     "sp.halo": lambda m, a, x: m.halo(x, a["dim"], a["width"], a["fill"], a["group"]),

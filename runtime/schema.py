@@ -272,7 +272,8 @@ SP_SIGNATURES: dict[str, tuple[tuple[int, ...] | None, int | None, Check | None]
     "sp.ring_attention_grad": ((6, 7), 3, Obj({**_ATTENTION, "group": Str(choices=GROUPS)}, _WINDOW)),
     "sp.all_to_all": ((1,), 1, Obj({"scatter_dim": Int(-16, 15), "gather_dim": Int(-16, 15),
                                  "group": Str(choices=GROUPS)})),
-    "sp.all_reduce": ((1,), 1, Obj({"op": Str(choices=("sum", "max", "avg")), "group": Str(choices=GROUPS)})),
+    "sp.all_reduce": ((1,), 1, Obj({"op": Str(choices=("sum", "max", "avg")), "group": Str(choices=GROUPS)},
+                                   {"in_place": Bool})),   # format version 5
     "sp.all_gather": ((1,), 1, Obj({"dim": Int(-16, 15), "group": Str(choices=GROUPS)})),
     "sp.reduce_scatter": ((1,), 1, Obj({"dim": Int(-16, 15), "group": Str(choices=GROUPS)})),
     "sp.shard_slice": ((1,), 1, Obj({"dim": Int(-16, 15), "group": Str(choices=GROUPS)})),

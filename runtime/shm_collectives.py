@@ -176,9 +176,10 @@ class Channel:
         self._finish(k)
         return flags
 
-    def all_reduce(self, x: torch.Tensor, op: str) -> torch.Tensor:
+    def all_reduce(self, x: torch.Tensor, op: str, in_place: bool = False) -> torch.Tensor:
         k = self._start([x])
-        acc = self._read(0, k, [x]).clone()   # member order: the same bits on every member
+        first = self._read(0, k, [x])   # member order: the same bits on every member
+        acc = x.copy_(first) if in_place else first.clone()
         for m in range(1, self.n):
             piece = self._read(m, k, [x])
             if op == "max":

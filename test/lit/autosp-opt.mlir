@@ -84,7 +84,7 @@
 
 // The host program of the tiny step: rank-agnostic (global arg shapes), every collective the
 // partition inserted, per-rank result shapes, and registers freed after their last use.
-// HOST:      "format_version": 4,
+// HOST:      "format_version": 5,
 // HOST:      "mesh": {
 // HOST-NEXT:  "sp": 2,
 // HOST-NEXT:  "dp": 1

@@ -43,7 +43,7 @@
 // AUTO: sp.remat = "none"
 
 // The host program the runtime executes.
-// HOST: "format_version": 4,
+// HOST: "format_version": 5,
 // HOST-NEXT: "mesh": {
 // HOST-NEXT:  "sp": 2,
 // HOST-NEXT:  "dp": 1

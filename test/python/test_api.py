@@ -121,7 +121,7 @@ def test_artifact_has_no_pickle_and_every_file_is_hashed(art_path):
         assert not data.startswith(b"\x80"), f"{rel} looks like a pickle"
         if rel.endswith(".json"):
             json.loads(data)
-    assert manifest["format_version"] == 4 and manifest["layout"] == "autosp-dir-v1"
+    assert manifest["format_version"] == 5 and manifest["layout"] == "autosp-dir-v1"
     assert {"program.json", "program.mlir", "params.json"} <= set(manifest["files"])
 
 

@@ -86,3 +86,22 @@ def test_inspect_json_and_plot(compile_to, tmp_path):
     text = subprocess.run(["autospc", "inspect", path, "--plot", str(png)], capture_output=True, text=True,
                           check=True).stdout
     assert "predicted peak" in text and png.read_bytes().startswith(b"\x89PNG")
+
+
+def test_plan_knows_every_aliasing_op():
+    """Every ATen op the runtime runs whose result may be its operand's storage (an alias in its
+    schema) is one sp-plan-memory shares storage for: otherwise it would count a buffer that is not
+    there, and could mark an all-reduce in place over a storage another value still reads."""
+    from autosp.passes.ops import A, SAME_DTYPE_VIEWS, VIEWS
+    from autosp.runtime.artifact import ALLOWED_ATEN, resolve
+
+    def aliasing(qualified: str) -> bool:
+        return any(r.alias_info is not None and not r.alias_info.is_write
+                   for r in resolve(qualified)._schema.returns)
+
+    def ir_name(qualified: str) -> str:   # aten.view.default -> torch.aten.view
+        ns, name, overload = qualified.split(".")
+        return f"torch.{ns}.{name}" + ("" if overload == "default" else f".{overload}")
+    found = {ir_name(q) for q in ALLOWED_ATEN if aliasing(q)}
+    assert found and found <= VIEWS | SAME_DTYPE_VIEWS, sorted(found - VIEWS - SAME_DTYPE_VIEWS)
+    assert A + "to.dtype" in found

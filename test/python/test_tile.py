@@ -229,13 +229,13 @@ def test_too_many_chunks_is_a_compile_error():
 
 def test_a_budget_lowers_the_floor():
     """Under a memory budget the automatic chunks' floor is at most 1/64 of it, so a step that fits only
-    tiled is not refused for the floor's sake: tiny-llama at [1, 512] on one rank peaks at 3.0 MiB at
-    best whole (sac; its [512, 256] logits are 512 KiB, under the default 4 MiB floor), and fits 2.5 MiB
-    with the head and MLPs in chunks of the width rules."""
+    tiled is not refused for the floor's sake: tiny-llama at [1, 512] on one rank peaks at 2.96 MiB at
+    best whole (sac; its [512, 256] logits are 512 KiB, under the default 4 MiB floor), and fits 2.75
+    MiB with the head and MLPs in chunks of the width rules."""
     import autosp
     from autosp.frontend import load_model
     ids = torch.zeros(1, 512, dtype=torch.long)
-    art = autosp.compile(load_model(TINY, empty=True), (ids, ids), sp=1, remat="auto", memory_budget="2.5MiB")
-    assert f"sp-tile-sequence{{floor={5 * 2**19 // 64}}}" in art.meta["passes"]
+    art = autosp.compile(load_model(TINY, empty=True), (ids, ids), sp=1, remat="auto", memory_budget="2.75MiB")
+    assert f"sp-tile-sequence{{floor={11 * 2**18 // 64}}}" in art.meta["passes"]
     assert [(t["kind"], t["chunks"]) for t in art.plan["tiled"]] == [("lm_head", 2), ("mlp", 4), ("mlp", 4)]
-    assert art.plan["memory"]["predicted_peak_bytes"] <= 5 * 2**19
+    assert art.plan["memory"]["predicted_peak_bytes"] <= 11 * 2**18
