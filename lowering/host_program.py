@@ -148,8 +148,7 @@ def _lower_body(func) -> dict:
             # operandSegmentSizes: how an op with an optional operand counts them (the args say it)
             inst["attrs"] = {k: _attr(attrs[k]) for k in (attrs[i].name for i in range(len(attrs)))
                              if not k.startswith("sp.") and k != "operandSegmentSizes"}
-            if "sp.in_place" in attrs:   # sp-plan-memory's: the operand dies here, reduce into it
-                inst["attrs"]["in_place"] = True
+
         elif name == UNPACK:
             inst["op"], inst["args"] = "prim.unpack", [leaf(op.operation.operands[0])]
         else:
@@ -161,6 +160,8 @@ def _lower_body(func) -> dict:
             _refuse_device(op, overload)
             inst["op"], inst["args"], inst["kwargs"] = qualified, [_encode(x) for x in a], \
                 {k: _encode(x) for k, x in kw.items()}
+        if "sp.in_place" in op.operation.attributes:   # sp-plan-memory's: results written into dying operands
+            inst["attrs"]["in_place"] = list(ir.DenseI64ArrayAttr(op.operation.attributes["sp.in_place"]))
         inst["out"] = [new_reg(r) for r in op.operation.results]
         specs = [_tensor_spec(r.type) if str(r.type).startswith("!torch.vtensor") else (None, None)
                  for r in op.operation.results]

@@ -31,8 +31,8 @@ from typing import Any
 import torch
 
 from autosp.passes.ops import MAX_KERNEL_ROW
-from autosp.runtime.artifact import DTYPES, POINTER_TYPES as POINTER, launch_args, resolve
-from autosp.runtime.gpu_kernels import operands
+from autosp.runtime.artifact import POINTER_TYPES as POINTER, launch_args, resolve
+from autosp.runtime.gpu_kernels import operands, results as result_storage
 
 _REF = re.compile(r"\bv(\d+)\b|\bc\b")   # a register or the column in an expression
 BLOCK_ELEMENTS = 2048     # rows per block: BLOCK_R x BLOCK_N ~ this many elements
@@ -433,10 +433,11 @@ def compile_object(tk: TritonKernel, target: str, folder: str) -> tuple[bytes, d
         "num_ctas": md.get("num_ctas", 1), "arg_types": list(tk.signature.values())}
 
 
-def launch(fn, tk: TritonKernel, inputs: list[torch.Tensor], results: list[dict]) -> list[torch.Tensor]:
-    """Run a loaded kernel on torch tensors (the interpreter's CPU tensors in the tests)."""
-    outs = [torch.empty(r["shape"], dtype=DTYPES[r["dtype"]], device=inputs[0].device if inputs else "cpu")
-            for r in results]
+def launch(fn, tk: TritonKernel, inputs: list[torch.Tensor], results: list[dict],
+           into: list[int] | None = None) -> list[torch.Tensor]:
+    """Run a loaded kernel on torch tensors (the interpreter's CPU tensors in the tests); into: the
+    operand each result is written into, as the runtime's launcher does (gpu_kernels.results)."""
+    outs = result_storage(inputs, results, into, inputs[0].device if inputs else torch.device("cpu"))
     xs, strides = operands(inputs)
     fn[(tk.grid,)](*xs, *outs, *strides, num_warps=tk.num_warps)
     return outs

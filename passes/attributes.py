@@ -61,8 +61,8 @@ ATTRIBUTES = {a.name: a for a in (
     Attribute("sp.live_timeline", "func", ("sp-plan-memory",), ("artifact",),
               "live bytes after each instruction"),
     Attribute("sp.in_place", "op", ("sp-plan-memory",), ("host-program",),
-              "on sp.all_reduce: its operand's storage dies at it, so the runtime reduces into it (the plan "
-              "counts no new buffer)"),
+              "on sp.all_reduce or a kernel call: per result, the operand whose storage (dying at the op) it is "
+              "written into, or -1; the plan counts no new buffer for those"),
 )}
 
 

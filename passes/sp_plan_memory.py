@@ -11,9 +11,11 @@ module `sp.memory`: predicted_peak_bytes and its breakdown
   transient    the rest of the working set at the peak (an attention kernel's workspace included)
   comm         collective staging buffers (send chunks / receive list) at the peak
 and on each function `sp.live_peak_bytes` and `sp.live_timeline` (live bytes after every op).
-An sp.all_reduce whose operand's storage dies at it, held by no other value, reduces into it: the
-plan counts no new buffer and marks the op `sp.in_place`, which the runtime follows (a gradient's
-reduction does not hold the gradient twice). sp-plan-memory{budget=BYTES} fails when the prediction
+An sp.all_reduce or a kernel (sp-fuse's) whose operand's storage dies at it, held by no other value,
+writes its result into that storage when the shapes and dtypes agree: the plan counts no new buffer
+and marks the op `sp.in_place` (per result, the operand it is written into, or -1), which the
+runtime follows: a gradient's reduction does not hold the gradient twice, the LM head's chunked
+weight gradient accumulates into one sum. sp-plan-memory{budget=BYTES} fails when the prediction
 exceeds the budget, naming the breakdown.
 """
 from __future__ import annotations
@@ -82,7 +84,7 @@ def nbytes(v: ir.Value) -> int:
 
 
 LOCAL_ATTENTION, LOCAL_ATTENTION_GRAD = "sp.attention", "sp.attention_grad"
-ALL_REDUCE = "sp.all_reduce"
+IN_PLACE = ("sp.all_reduce", "func.call")   # may write a result into a dying operand (func.call: a kernel)
 ATTENTIONS = (LOCAL_ATTENTION, LOCAL_ATTENTION_GRAD, RING_ATTENTION, RING_ATTENTION_GRAD)
 
 
@@ -140,7 +142,7 @@ class Simulation:
         self.owned = owned or {}
         self.ops = [o for o in body_ops(func) if not is_free(o)]
         self.moments: list[int] = []   # after run: the live bytes at each op's peak moment (tick 4i+2)
-        self.in_place: list = []       # after run: the all-reduces that reduce into their operand
+        self.in_place: dict = {}       # after run: op -> per result, the operand written into (-1: none)
 
     def run(self) -> tuple[int, dict[str, int], list[int], list[tuple[int, int]]]:
         """(peak working-set bytes; at that peak, the bytes of comm staging, of owned arguments
@@ -194,18 +196,20 @@ class Simulation:
                 self.moments.append(live + staging + work)
                 timeline.append(live)
                 continue
-            for r in op.operation.results:
+            for j, r in enumerate(op.operation.results):
                 # a reshape of a non-contiguous value copies, unless it only splits dims: a view whatever the
                 # strides (t(x) viewed [D, B, S]; a stacked projection's piece viewed [1, T, F])
                 copies = name in RESHAPE and x[0] in strided and not _splits_only(shape(x[0]), shape(r))
                 aliases = name in VIEWS or (name in SAME_DTYPE_VIEWS and dtype_str(r.type) == dtype_str(x[0].type))
+                donor = next((k for k, v in enumerate(x) if name in IN_PLACE and is_tensor(v) and v not in strided
+                              and v not in returned and last.get(v) == i and storage.get(v, -1) >= 0
+                              and members[storage[v]] == 1 and shape(v) == shape(r)
+                              and dtype_str(v.type) == dtype_str(r.type)), None)
                 if aliases and x and x[0] in storage and not copies:
                     sid = storage[x[0]]
-                elif name == ALL_REDUCE and x[0] not in strided and x[0] not in returned and last.get(x[0]) == i \
-                        and storage.get(x[0], -1) >= 0 and members[storage[x[0]]] == 1:
-                    # the operand's storage dies here, held by no other value: reduced into (sp.in_place)
-                    sid = storage[x[0]]
-                    self.in_place.append(op)
+                elif donor is not None:   # its storage dies here, held by no other value: written into
+                    sid = storage[x[donor]]
+                    self.in_place.setdefault(op, [-1] * len(op.operation.results))[j] = donor
                 else:
                     sid = len(size)
                     size[sid], born[sid] = nbytes(r) if is_tensor(r) else 0, 4 * i
@@ -280,9 +284,9 @@ def predict_funcs(fwd, bwd) -> dict[str, int]:
     for f, p, line, sim in ((fwd, f_peak, f_line, f_sim), (bwd, b_peak, b_line, b_sim)):
         f.attributes["sp.live_peak_bytes"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), p)
         f.attributes["sp.live_timeline"] = ir.DenseI64ArrayAttr.get(line)
-        for op in sim.ops:   # the plan counts no buffer for these: the runtime must reduce in place
+        for op in sim.ops:   # the plan counts no buffer for these results: the runtime must write them so
             if op in sim.in_place:
-                op.operation.attributes["sp.in_place"] = ir.UnitAttr.get()
+                op.operation.attributes["sp.in_place"] = ir.DenseI64ArrayAttr.get(sim.in_place[op])
             elif "sp.in_place" in op.operation.attributes:
                 del op.operation.attributes["sp.in_place"]
     return {"predicted_peak_bytes": peak, "parameters": params, "inputs": inputs, **at_peak,

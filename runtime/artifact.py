@@ -24,8 +24,8 @@ import torch
 
 # 2: sliding-window attention, kernels (sp.kernel); 3: packed documents (the step's inputs PACKED_INPUTS,
 # attention's document positions); 4: kernel objects read their inputs through strides (launch_args);
-# 5: sp.all_reduce may reduce into its operand (in_place); an older runtime refuses the newer format by
-# its version
+# 5: sp.all_reduce and kernel calls may write results into dying operands (in_place); an older runtime
+# refuses the newer format by its version
 FORMAT_VERSION = 5
 STRIDED_KERNELS = 4   # the first version whose kernel objects take their inputs' strides
 INPUTS = ("input_ids", "labels")   # the step's token inputs, [batch, seq] each

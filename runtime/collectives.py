@@ -349,7 +349,7 @@ class Mesh:
 # the sp collectives by op name, as the executor calls them: (mesh, attrs, *inputs) -> output(s)
 COLLECTIVES = {
     "sp.all_to_all": lambda m, a, x: m.all_to_all(x, a["scatter_dim"], a["gather_dim"], a["group"]),
-    "sp.all_reduce": lambda m, a, x: m.all_reduce(x, a["op"], a["group"], in_place=a.get("in_place", False)),
+    "sp.all_reduce": lambda m, a, x: m.all_reduce(x, a["op"], a["group"], in_place=a.get("in_place") == [0]),
     "sp.all_gather": lambda m, a, x: m.all_gather(x, a["dim"], a["group"]),
     "sp.reduce_scatter": lambda m, a, x: m.reduce_scatter(x, a["dim"], a["group"]),
     "sp.halo": lambda m, a, x: m.halo(x, a["dim"], a["width"], a["fill"], a["group"]),

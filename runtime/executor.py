@@ -93,15 +93,16 @@ class Program:
         mesh = self.mesh
         attrs = inst.get("attrs", {})
         if op == KERNEL:
-            name, single = attrs["name"], len(inst["out"]) == 1
+            name, single, into = attrs["name"], len(inst["out"]) == 1, attrs.get("in_place")
             kernel = self.kernels[name]
 
             def call(*x: torch.Tensor):
                 launch = self.objects.launcher(name, self.device) if self.objects is not None else None
-                if launch is None:   # no GPU object here: the ATen ops it replaced
+                if launch is None:   # no GPU object here: the ATen ops it replaced, into new tensors
                     kernel.device = self.device   # its factory ops run where the program runs
-                    launch = kernel
-                res = launch(*x)
+                    res = kernel(*x)
+                else:
+                    res = launch(*x, into=into)
                 return res[0] if single else res
             return call
         if op in ("sp.attention", "sp.attention_grad"):

@@ -19,7 +19,7 @@ import ctypes
 import json
 import logging
 import os
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -111,9 +111,12 @@ class Launcher:
     def __init__(self, entry: dict, kernel: dict, backend, fn, stream: Callable[[torch.device], int]):
         self.entry, self.kernel, self.backend, self.fn, self.stream = entry, kernel, backend, fn, stream
 
-    def __call__(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    def __call__(self, *inputs: torch.Tensor, into: list[int] | None = None) -> tuple[torch.Tensor, ...]:
+        """into: per result, the operand it is written into (the plan's sp.in_place; the operand dies at
+        this call), or -1: a new tensor. A block loads all it reads before it stores, each element
+        stored where its donor's element was read, so an operand of the result's shape is safe to write."""
         e, device = self.entry, inputs[0].device
-        outs = [torch.empty(r["shape"], dtype=DTYPES[r["dtype"]], device=device) for r in self.kernel["results"]]
+        outs = results(inputs, self.kernel["results"], into, device)
         programs = e["grid"][0] * e["grid"][1] * e["grid"][2]
         scratch = [torch.empty(programs * size, dtype=torch.uint8, device=device) if size else None
                    for size in (e["global_scratch_size"], e["profile_scratch_size"])]
@@ -123,6 +126,19 @@ class Launcher:
         self.backend.launch(self.fn, e["grid"], e["num_warps"] * e["warp_size"], e["shared"], self.stream(device),
                             params)
         return tuple(outs)
+
+
+def results(inputs: Sequence[torch.Tensor], specs: list[dict], into: list[int] | None,
+            device: torch.device) -> list[torch.Tensor]:
+    """A kernel's (contiguous) results: each written into operand into[j] where it can take it (its
+    shape, dtype, contiguous), else a new tensor."""
+    out = []
+    for j, r in enumerate(specs):
+        k, dtype = into[j] if into else -1, DTYPES[r["dtype"]]
+        x = inputs[k] if k >= 0 else None
+        ok = x is not None and x.is_contiguous() and list(x.shape) == r["shape"] and x.dtype == dtype
+        out.append(x if ok else torch.empty(r["shape"], dtype=dtype, device=device))
+    return out
 
 
 def _current_stream(device: torch.device) -> int:

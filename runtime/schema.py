@@ -261,11 +261,13 @@ PLAN_FILE = Obj({}, {"remat": Str(), "memory": Map(Num()), "timeline": Map(List(
 
 _ATTENTION = {"causal": Bool, "scale": Num(0), "kv_groups": Int(1, 1 << 16)}
 _WINDOW = {"window": Int(0, MAX_DIM)}   # format version 1 has none
+# per result, the operand whose storage it is written into or -1 (format version 5; checked in program())
+_IN_PLACE = {"in_place": List(Int(-1, 63), max_len=64)}
 
 # the sp ops: (operand counts or None for any number, results or None for any number), attributes;
 # attention's last operand, the document positions, is optional (format version 3)
 SP_SIGNATURES: dict[str, tuple[tuple[int, ...] | None, int | None, Check | None]] = {
-    KERNEL: (None, None, Obj({"name": Str(max_len=128, pattern=_COMPONENT)})),   # the kernel's own signature
+    KERNEL: (None, None, Obj({"name": Str(max_len=128, pattern=_COMPONENT)}, _IN_PLACE)),   # the kernel's own signature
     "sp.attention": ((3, 4), 2, Obj(_ATTENTION, _WINDOW)),
     "sp.attention_grad": ((6, 7), 3, Obj(_ATTENTION, _WINDOW)),
     "sp.ring_attention": ((3, 4), 2, Obj({**_ATTENTION, "group": Str(choices=GROUPS)}, _WINDOW)),
@@ -273,7 +275,7 @@ SP_SIGNATURES: dict[str, tuple[tuple[int, ...] | None, int | None, Check | None]
     "sp.all_to_all": ((1,), 1, Obj({"scatter_dim": Int(-16, 15), "gather_dim": Int(-16, 15),
                                  "group": Str(choices=GROUPS)})),
     "sp.all_reduce": ((1,), 1, Obj({"op": Str(choices=("sum", "max", "avg")), "group": Str(choices=GROUPS)},
-                                   {"in_place": Bool})),   # format version 5
+                                   _IN_PLACE)),
     "sp.all_gather": ((1,), 1, Obj({"dim": Int(-16, 15), "group": Str(choices=GROUPS)})),
     "sp.reduce_scatter": ((1,), 1, Obj({"dim": Int(-16, 15), "group": Str(choices=GROUPS)})),
     "sp.shard_slice": ((1,), 1, Obj({"dim": Int(-16, 15), "group": Str(choices=GROUPS)})),
@@ -394,6 +396,7 @@ def program(p: dict, where: Where, limit: int) -> dict[int, tuple[list[int] | No
         for r in inst["free"]:
             alive(r, w, "frees")
             freed[r] = idx
+        _in_place(inst, spec, w)
     if len(p["outputs"]) != len(p["results"]):
         fail(where, f"{len(p['outputs'])} outputs for {len(p['results'])} results")
     for i, r in enumerate(p["outputs"]):
@@ -406,6 +409,30 @@ def program(p: dict, where: Where, limit: int) -> dict[int, tuple[list[int] | No
         fail(at(where, "num_registers"), f"{n} registers, but the arguments and instructions write only {len(spec)}")
     _kernel_calls(p, spec, where, limit)
     return spec
+
+
+def _in_place(inst: dict, spec: dict, where: Where) -> None:
+    """A result written into an operand: a distinct operand, freed by this instruction (nothing reads it
+    after), of the result's declared shape and dtype."""
+    into = inst.get("attrs", {}).get("in_place")
+    if into is None:
+        return
+    w = at(at(where, "attrs"), "in_place")
+    if len(into) != len(inst["out"]):
+        fail(w, f"{len(into)} entries for {len(inst['out'])} results")
+    donors = [k for k in into if k >= 0]
+    if len(set(donors)) != len(donors):
+        fail(w, f"an operand written into twice: {into}")
+    for j, k in enumerate(into):
+        if k < 0:
+            continue
+        if k >= len(inst["args"]):
+            fail(at(w, j), f"operand {k} of {len(inst['args'])}")
+        r = inst["args"][k]["r"]
+        if r not in inst["free"]:
+            fail(at(w, j), f"operand {k} (register {r}) is not freed by the instruction: it is read after")
+        if spec[r] != spec[inst["out"][j]]:
+            fail(at(w, j), f"result {j} {show(spec[inst['out'][j]])} written into operand {k} {show(spec[r])}")
 
 
 def _kernel_calls(p: dict, spec: dict, where: Where, limit: int) -> None:

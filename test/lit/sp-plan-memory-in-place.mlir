@@ -1,7 +1,8 @@
-// sp-plan-memory: an sp.all_reduce whose operand's storage dies at it, held by no other value, reduces
-// into it: no new buffer in the plan, and the op is marked sp.in_place, which the host program
-// carries to the runtime. Not when the operand lives on (read later, or through a view read later),
-// is returned, or is the caller's (an argument).
+// sp-plan-memory: an sp.all_reduce or a kernel call whose operand's storage dies at it, held by no
+// other value, writes a result of the same shape and dtype into it: no new buffer in the plan, and
+// the op is marked sp.in_place (per result, the operand, or -1), which the host program carries to
+// the runtime. Not when the operand lives on (read later, or through a view read later), is
+// returned, is the caller's (an argument), or differs from the result.
 // RUN: %autosp-opt %s --pass-pipeline='builtin.module(sp-plan-memory)' | FileCheck %s
 // RUN: %autosp-opt %s --pass-pipeline='builtin.module(sp-plan-memory)' --emit=host-program | FileCheck %s --check-prefix=HOST
 
@@ -11,7 +12,7 @@
 // CHECK-LABEL: func.func @backward(
 // CHECK-SAME:    sp.live_peak_bytes = 1024 : i64, sp.live_timeline = array<i64: 256, 256, 512, 512, 768, 768, 1024>
 // CHECK:         %[[G:.*]] = torch.aten.mul.Tensor %arg0, %arg0
-// CHECK-NEXT:    "sp.all_reduce"(%[[G]]) {group = "sp", op = "sum", sp.in_place}
+// CHECK-NEXT:    "sp.all_reduce"(%[[G]]) {group = "sp", op = "sum", sp.in_place = array<i64: 0>}
 // CHECK:         %[[H:.*]] = torch.aten.mul.Tensor %arg0, %arg0
 // CHECK:         "sp.all_reduce"(%[[H]]) {group = "sp", op = "sum"}
 // CHECK:         "sp.all_reduce"(%arg0) {group = "sp", op = "sum"}
@@ -21,7 +22,9 @@
 // HOST:         "attrs": {
 // HOST-NEXT:      "group": "sp",
 // HOST-NEXT:      "op": "sum",
-// HOST-NEXT:      "in_place": true
+// HOST-NEXT:      "in_place": [
+// HOST-NEXT:        0
+// HOST-NEXT:      ]
 // HOST-NEXT:    },
 // HOST:         "op": "sp.all_reduce",
 // HOST-NEXT:    "args": [

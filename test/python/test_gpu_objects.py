@@ -221,6 +221,28 @@ def test_launch_dry(artifact, monkeypatch):
     assert len(recorder.loads) == 1
 
 
+def test_launch_into_a_dying_operand(artifact, monkeypatch):
+    """A result the plan writes into an operand (sp.in_place) is launched with that operand as its
+    output: the same tensor back, its pointer among the outputs; an operand that cannot take it (not
+    contiguous) leaves the result a new tensor."""
+    art = read(artifact)
+    recorder = Recorder()
+    monkeypatch.setattr(gpu_kernels, "arch", lambda device: "sm_90")
+    objects = gpu_kernels.GpuObjects(art, backend=lambda device: recorder, stream=lambda device: 7)
+    name, k, d = next((n, k, i) for n, k in sorted(objects.kernels.items()) for i, a in enumerate(k["args"])
+                      if (a["shape"], a["dtype"]) == (k["results"][0]["shape"], k["results"][0]["dtype"])
+                      and a["shape"][-1] > 1)
+    launcher = objects.launcher(name, torch.device("cpu"))
+    into = [d] + [-1] * (len(k["results"]) - 1)
+    inputs = [torch.randn(a["shape"]) for a in k["args"]]
+    outs = launcher(*inputs, into=into)
+    pointers = recorder.launches[-1][-1][len(inputs):len(inputs) + len(outs)]
+    assert outs[0] is inputs[d] and pointers[0] == inputs[d].data_ptr()
+    inputs[d] = torch.randn([*k["args"][d]["shape"], 2])[..., 0]
+    outs = launcher(*inputs, into=into)
+    assert not inputs[d].is_contiguous() and outs[0] is not inputs[d] and outs[0].is_contiguous()
+
+
 def test_fallback_said_once(artifact, caplog):
     """On the CPU the kernels run as their ATen ops, said once for the whole step, and the step is
     the model's."""

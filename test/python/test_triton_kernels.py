@@ -1,6 +1,8 @@
 """Every fused kernel of the demo model (builtin:tiny-llama), forward and backward, generated as
 Triton and run under Triton's interpreter on CPU, against the ATen ops it replaces (the runtime's
-fallback), fp32 and bf16 (autocast).
+fallback), fp32 and bf16 (autocast); and each again with its results written into inputs of their
+shape and dtype, as the runtime does where the memory plan says an input dies at the kernel: the
+same bits (a block loads all it reads before it stores, only its own rows).
 
 What the comparison can promise. Both sides compute every op in fp32; they differ only in (a) the
 order of a row reduction's additions (a tree in tl.sum) and the libm each uses for exp / rsqrt /
@@ -82,7 +84,25 @@ def check(kernels: dict[str, dict], folder: str) -> list[str]:
                 bound = (ops + 1) * unit * scale
                 if not torch.equal(g64.isnan(), w64.isnan()) or err > bound:
                     bad.append(f"{name} result {j}: max error {err:.3g} > {bound:.3g} ({ops} ops, domain {tk.domain})")
+        # written into a dying operand of its shape and dtype (sp-plan-memory's sp.in_place): the same bits
+        into = _donors(inputs, k["results"])
+        if any(d >= 0 for d in into):
+            again = [x.clone() for x in inputs]
+            written = launch(load(tk, folder), tk, again, k["results"], into)
+            if any(w is not again[d] for w, d in zip(written, into) if d >= 0) or \
+                    any(not torch.equal(w, g) for w, g in zip(written, got)):
+                bad.append(f"{name}: written into operands {into}, the results differ")
     return bad
+
+
+def _donors(inputs: list[torch.Tensor], results: list[dict]) -> list[int]:
+    """Per result, a distinct contiguous input of its shape and dtype, or -1."""
+    into: list[int] = []
+    for r in results:
+        k = next((i for i, x in enumerate(inputs) if i not in into and x.is_contiguous() and list(x.shape) == r["shape"]
+                  and DTYPES[r["dtype"]] == x.dtype), -1)
+        into.append(k)
+    return into
 
 
 @pytest.fixture(scope="module")

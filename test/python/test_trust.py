@@ -366,6 +366,23 @@ def test_kernel_operand_checked_before_running(tiny, tmp_path):
         autosp.load(path)
 
 
+def test_in_place_into_an_operand_read_later_refused(tiny, tmp_path):
+    """A result may be written into an operand only where nothing reads that operand after (the
+    instruction frees it) and it has the result's shape and dtype: a forged in_place is refused at
+    load, before it could overwrite a value the program still needs."""
+    path = _copy(tiny, tmp_path)
+    program = _json(path, "program.json")["programs"]["forward"]
+    idx = next(i for i in _instructions(path, "forward", "sp.kernel")
+               if any(a["r"] not in program["instructions"][i]["free"] for a in program["instructions"][i]["args"]))
+    inst = program["instructions"][idx]
+    k = next(j for j, a in enumerate(inst["args"]) if a["r"] not in inst["free"])
+    _edit(path, "program.json", lambda p: p["programs"]["forward"]["instructions"][idx]["attrs"].__setitem__(
+        "in_place", [k] + [-1] * (len(inst["out"]) - 1)))
+    with pytest.raises(ArtifactError, match=rf"instructions\[{idx}\]\.attrs\.in_place\[0\]: operand {k} \(register "
+                                            r"\d+\) is not freed by the instruction: it is read after"):
+        autosp.load(path)
+
+
 def test_empty_forward_refused(tiny, tmp_path):
     path = _copy(tiny, tmp_path)
     _edit(path, "program.json", lambda p: p["programs"]["forward"].update(instructions=[]))
