@@ -58,7 +58,8 @@ from .base import Bytes, Pass, PassError, option
 from .ops import A, CAST, IDENTITY, RESHAPE
 from .sp_tile_sequence_mlp import tile_wide_regions
 from .tiling import DEFAULT_FLOOR, Builder, NoMatch, auto_chunks, bounds, erase_all, hoist_plan, owner, record, uses
-from .torch_ir import body_ops, const_value, dtype_str, func_of, funcs_of, is_tensor, op_name, shape, with_shape
+from .torch_ir import body_ops, const_none, const_value, dtype_str, func_of, funcs_of, is_tensor, op_name, shape, \
+    with_shape
 
 
 
@@ -342,11 +343,20 @@ class Tiler(Builder):
 
     def sum_into(self, like, acc: ir.Value | None, a: ir.Value, b: ir.Value) -> ir.Value:
         """acc + a @ b over the chunks. With a cast chain (bf16 matmuls) the sum is kept in the logits'
-        f32, as eager's single matmul accumulates over all tokens, and rounded back once at the end."""
+        f32, as eager's single matmul accumulates over all tokens, and rounded back once at the end. It
+        starts from zeros: each chunk's part then goes into the sum as it is made (a kernel writing
+        into the sum in place, sp-plan-memory's sp.in_place), where summing the first two parts would
+        hold the first until the second exists."""
         if self.c.g_cast is None:
             return self.matmul_into(like, acc, a, b)
         part = self.emit(like, "mm", [a, b], [like.results[0].type]).results[0]
-        return self.accumulate(like, acc, self.recast(self.c.cast, part))
+        widened = self.recast(self.c.cast, part)
+        if acc is None and self.c.cast is not None:
+            with like.location:
+                none = const_none()
+            acc = self.emit(like, "new_zeros", [part, self.int_list(like, shape(part)), self.c.cast.operands[1],
+                                                none, none, none], [widened.type]).results[0]
+        return self.accumulate(like, acc, widened)
 
     def consumers(self) -> list:
         return self.c.rows + self.c.left + [mm for _, mm in self.c.tleft]

@@ -15,10 +15,14 @@
 // CHECK-NEXT:    %[[DB:[0-9]+]] = torch.aten._to_copy %[[DX]], %int15, {{.*}} -> !torch.vtensor<[4,16],bf16>
 // CHECK-NEXT:    torch.aten.mm %[[DB]], {{.*}} -> !torch.vtensor<[4,4],bf16>
 // CHECK-NEXT:    torch.aten.t %[[DB]]
-// d(W): each chunk's bf16 product is summed in f32 and rounded back to bf16 once, as eager's one matmul
+// d(W): each chunk's bf16 product is added into an f32 sum as it is made, and the sum rounded back to
+// bf16 once, as eager's one matmul; the sum starts at zeros (new_zeros on the part's device), so the
+// first part is not held until the second exists (each addition can write the sum in place)
 // CHECK:         %[[DW0:[0-9]+]] = torch.aten._to_copy %{{[0-9]+}}, %int6, {{.*}} -> !torch.vtensor<[16,4],f32>
+// CHECK:         %[[Z:[0-9]+]] = torch.aten.new_zeros %{{[0-9]+}}, %{{[0-9]+}}, %int6, {{.*}} -> !torch.vtensor<[16,4],f32>
+// CHECK-NEXT:    %[[S0:[0-9]+]] = torch.aten.add.Tensor %[[Z]], %[[DW0]], {{.*}} -> !torch.vtensor<[16,4],f32>
 // CHECK:         %[[DW1:[0-9]+]] = torch.aten._to_copy %{{[0-9]+}}, %int6, {{.*}} -> !torch.vtensor<[16,4],f32>
-// CHECK-NEXT:    %[[SUM:[0-9]+]] = torch.aten.add.Tensor %[[DW0]], %[[DW1]], {{.*}} -> !torch.vtensor<[16,4],f32>
+// CHECK-NEXT:    %[[SUM:[0-9]+]] = torch.aten.add.Tensor %[[S0]], %[[DW1]], {{.*}} -> !torch.vtensor<[16,4],f32>
 // CHECK-NOT:     vtensor<[8,16]
 // CHECK:         %[[DW:[0-9]+]] = torch.aten._to_copy %[[SUM]], %int15, {{.*}} -> !torch.vtensor<[16,4],bf16>
 // CHECK:         return %{{[0-9]+}}, %[[DW]], %{{[0-9]+}}
