@@ -148,7 +148,6 @@ def _lower_body(func) -> dict:
             # operandSegmentSizes: how an op with an optional operand counts them (the args say it)
             inst["attrs"] = {k: _attr(attrs[k]) for k in (attrs[i].name for i in range(len(attrs)))
                              if not k.startswith("sp.") and k != "operandSegmentSizes"}
-
         elif name == UNPACK:
             inst["op"], inst["args"] = "prim.unpack", [leaf(op.operation.operands[0])]
         else:

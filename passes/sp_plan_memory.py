@@ -142,7 +142,7 @@ class Simulation:
         self.owned = owned or {}
         self.ops = [o for o in body_ops(func) if not is_free(o)]
         self.moments: list[int] = []   # after run: the live bytes at each op's peak moment (tick 4i+2)
-        self.in_place: dict = {}       # after run: op -> per result, the operand written into (-1: none)
+        self.in_place: dict = {}       # after run: operation -> per result, the operand written into (-1: none)
 
     def run(self) -> tuple[int, dict[str, int], list[int], list[tuple[int, int]]]:
         """(peak working-set bytes; at that peak, the bytes of comm staging, of owned arguments
@@ -201,15 +201,16 @@ class Simulation:
                 # strides (t(x) viewed [D, B, S]; a stacked projection's piece viewed [1, T, F])
                 copies = name in RESHAPE and x[0] in strided and not _splits_only(shape(x[0]), shape(r))
                 aliases = name in VIEWS or (name in SAME_DTYPE_VIEWS and dtype_str(r.type) == dtype_str(x[0].type))
-                donor = next((k for k, v in enumerate(x) if name in IN_PLACE and is_tensor(v) and v not in strided
-                              and v not in returned and last.get(v) == i and storage.get(v, -1) >= 0
-                              and members[storage[v]] == 1 and shape(v) == shape(r)
-                              and dtype_str(v.type) == dtype_str(r.type)), None)
+                # an operand whose storage dies here, held by no other value, of r's shape and dtype
+                donor = None if name not in IN_PLACE else next(
+                    (k for k, v in enumerate(x) if is_tensor(v) and v not in strided and v not in returned
+                     and last.get(v) == i and storage.get(v, -1) >= 0 and members[storage[v]] == 1
+                     and shape(v) == shape(r) and dtype_str(v.type) == dtype_str(r.type)), None)
                 if aliases and x and x[0] in storage and not copies:
                     sid = storage[x[0]]
-                elif donor is not None:   # its storage dies here, held by no other value: written into
+                elif donor is not None:   # written into
                     sid = storage[x[donor]]
-                    self.in_place.setdefault(op, [-1] * len(op.operation.results))[j] = donor
+                    self.in_place.setdefault(op.operation, [-1] * len(op.operation.results))[j] = donor
                 else:
                     sid = len(size)
                     size[sid], born[sid] = nbytes(r) if is_tensor(r) else 0, 4 * i
@@ -281,17 +282,12 @@ def predict_funcs(fwd, bwd) -> dict[str, int]:
         at_peak = {"saved": b_parts["owned"], "gradients": b_parts["returned"], "comm": b_parts["comm"]}
     at_peak["transient"] = max(f_peak, b_peak) - sum(at_peak.values())
     peak = params + inputs + max(f_peak, b_peak)
-    for f, p, line, sim in ((fwd, f_peak, f_line, f_sim), (bwd, b_peak, b_line, b_sim)):
+    for f, p, line in ((fwd, f_peak, f_line), (bwd, b_peak, b_line)):
         f.attributes["sp.live_peak_bytes"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), p)
         f.attributes["sp.live_timeline"] = ir.DenseI64ArrayAttr.get(line)
-        for op in sim.ops:   # the plan counts no buffer for these results: the runtime must write them so
-            if op in sim.in_place:
-                op.operation.attributes["sp.in_place"] = ir.DenseI64ArrayAttr.get(sim.in_place[op])
-            elif "sp.in_place" in op.operation.attributes:
-                del op.operation.attributes["sp.in_place"]
     return {"predicted_peak_bytes": peak, "parameters": params, "inputs": inputs, **at_peak,
             "saved_bytes": saved, "gradient_bytes": grads, "forward_peak_bytes": f_peak, "backward_peak_bytes": b_peak,
-            "forward_timeline": f_line, "backward_timeline": b_line}
+            "forward_timeline": f_line, "backward_timeline": b_line, "in_place": {**f_sim.in_place, **b_sim.in_place}}
 
 
 PARTS = ("parameters", "gradients", "inputs", "saved", "transient", "comm")
@@ -310,6 +306,13 @@ class PlanMemory(Pass):
 
     def run(self, module_op) -> None:
         plan = predict(module_op)
+        in_place = plan.pop("in_place")
+        for func in funcs_of(module_op):   # no buffer counted for these results: the runtime must write them so
+            for op in body_ops(func):
+                if op.operation in in_place:
+                    op.operation.attributes["sp.in_place"] = ir.DenseI64ArrayAttr.get(in_place[op.operation])
+                elif "sp.in_place" in op.operation.attributes:
+                    del op.operation.attributes["sp.in_place"]
         i64 = ir.IntegerType.get_signless(64)
         module_op.attributes["sp.memory"] = ir.DictAttr.get(
             {k: ir.IntegerAttr.get(i64, v) for k, v in plan.items() if isinstance(v, int)})

@@ -277,7 +277,7 @@ class Mesh:
     @_identity_over_one_rank
     def all_reduce(self, x: torch.Tensor, op: str, group: str, *, in_place: bool = False) -> torch.Tensor:
         out = self._call("sp.all_reduce", group, "all_reduce", [x], x, "sum" if op == "avg" else op, in_place)
-        return (out.div_(self.size(group)) if in_place else out / self.size(group)) if op == "avg" else out
+        return out.div_(self.size(group)) if op == "avg" else out   # out: the transport's new tensor, or x (dead)
 
     def _contiguous(self, op: str, group: str) -> None:
         if self.order == "zigzag" and group == "sp":

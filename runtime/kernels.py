@@ -100,7 +100,7 @@ def _additive(hide: torch.Tensor, q: torch.Tensor, align: int) -> torch.Tensor:
     """The additive scores mask (-inf where `hide`, [..., rows of q, rows of k]) in q's dtype, each row
     padded to `align` keys and sliced back (a view)."""
     sk = hide.shape[-1]
-    bias = torch.zeros(*hide.shape[:-1], -(-sk // align) * align, dtype=q.dtype, device=q.device)[..., :sk]
+    bias = torch.zeros(*hide.shape[:-1], _round(sk, align), dtype=q.dtype, device=q.device)[..., :sk]
     return bias.masked_fill_(hide, float("-inf"))
 
 
@@ -158,15 +158,13 @@ def _in_groups(fn, groups: int, wide: list[torch.Tensor | None], narrow: list[to
     ones. Query head h reads K/V head h // (its group size): a group's heads are consecutive."""
     if groups == 1:
         return tuple(fn(*wide, *narrow))
-
-    def cut(x: torch.Tensor | None, g: int) -> torch.Tensor | None:
-        return None if x is None else x.chunk(groups, 1)[g]
+    cuts = [[None] * groups if x is None else x.chunk(groups, 1) for x in (*wide, *narrow)]
     whole = None
     for g in range(groups):
-        part = fn(*(cut(x, g) for x in wide), *(cut(x, g) for x in narrow))
+        part = fn(*(c[g] for c in cuts))
         whole = whole or [_whole_like(r, groups) for r in part]
         for w, r in zip(whole, part):
-            w.chunk(groups, 1)[g].copy_(r)
+            w.narrow(1, g * r.shape[1], r.shape[1]).copy_(r)
     return tuple(whole)
 
 
