@@ -117,10 +117,10 @@ def _workspace(op, name: str) -> int:
     itemsize = ELEMENT_TYPES[dtype_str(q.type)].itemsize
     causal, window = bool(int_attr(op, "causal")), int_attr(op, "window")
     docs = len(op.operation.operands) in (4, 7)   # the optional document positions, last
-    flash = kernels.cuda_flash(itemsize == 2, d, rows, rows, causal, window, 0, docs) is not None
-    mask_rows = b if docs else int(bool(window) and not flash)
+    ring = name in (RING_ATTENTION, RING_ATTENTION_GRAD)   # whose blocks mask documents densely
+    flash = not (docs and ring) and kernels.cuda_flash(itemsize == 2, d, rows, rows, causal, window, 0, docs) is not None
     return kernels.workspace_bytes(b, heads, kv_heads, rows, rows, d, itemsize, flash,
-                                   name in (LOCAL_ATTENTION_GRAD, RING_ATTENTION_GRAD), mask_rows)
+                                   name in (LOCAL_ATTENTION_GRAD, RING_ATTENTION_GRAD), docs, window)
 
 
 def _stacks(op, params: set) -> bool:

@@ -1,10 +1,11 @@
 """Attention kernels behind sp.attention / sp.attention_grad: ATen's fused SDPA entry points,
 chosen by device. On CUDA, fp16/bf16 attention runs FlashAttention-2, which reads grouped K/V at
-their own head count and takes a causal sliding window as two bounds; fp32 and the document masks run
-the memory-efficient kernel, which wants K/V repeated to the query heads and a dense additive mask.
-`lse` is the softmax statistics [B, H, rows of q] (fp32), kept for the backward. `workspace_bytes`
-says what each CUDA kernel holds beside its operands and results, for the memory plan. Dropout with
-the program's own generator."""
+their own head count, takes a causal sliding window as two bounds and packed documents over the whole
+sequence as its variable-length batch (each document a sequence of its own); fp32 and the document
+masks of ring blocks run the memory-efficient kernel, which wants K/V repeated to the query heads and
+a dense additive mask. `lse` is the softmax statistics [B, H, rows of q] (fp32), kept for the
+backward. `workspace_bytes` says what each CUDA kernel holds beside its operands and results, for the
+memory plan. Dropout with the program's own generator."""
 from __future__ import annotations
 
 import torch
@@ -17,22 +18,27 @@ FLASH_DTYPES = (torch.float16, torch.bfloat16)
 
 
 def cuda_flash(half: bool, head_dim: int, rows_q: int, rows_k: int, causal: bool, window: int, offset: int,
-               docs: bool, windows: bool = True) -> tuple[bool, tuple[int, int] | None] | None:
+               docs: bool, rocm: bool = False) -> tuple[bool, tuple[int, int] | None] | None:
     """FlashAttention-2's (is_causal, (left, right) window or None) for an attention on CUDA, or None:
     the memory-efficient kernel runs it. FA2 takes fp16/bf16 with a head dim a multiple of 8 up to 256;
     its causal mask and window are aligned to the last rows of q and k, so query row a (position a +
     offset from k's first) seeing keys b with 0 <= a + offset - b < window is the window (left, right)
-    around row a + rows_k - rows_q when both bounds are >= 0. `windows`: the build takes windows (ROCm's
-    does not)."""
-    if docs or not half or head_dim % 8 or head_dim > 256:
+    around row a + rows_k - rows_q when both bounds are >= 0. docs: packed documents over the whole
+    sequence (q's rows are k's), each a sequence of FA2's variable-length batch, causal within itself.
+    ROCm's build takes neither windows nor documents."""
+    if not half or head_dim % 8 or head_dim > 256 or rocm and (window or docs):
         return None
+    if docs:
+        if offset or rows_q != rows_k:
+            return None
+        causal = True   # a document sees itself up to each query
     if not window:
         if not causal:
             return False, None
         return (True, None) if rows_q == rows_k else None   # top-left causal (the kernels' convention)
     shift = rows_k - rows_q
     left, right = window - 1 + shift - offset, offset - shift
-    return (False, (left, right)) if windows and left >= 0 and right >= 0 else None
+    return (False, (left, right)) if left >= 0 and right >= 0 else None
 
 
 def _cuda(x: torch.Tensor) -> bool:
@@ -41,11 +47,22 @@ def _cuda(x: torch.Tensor) -> bool:
 
 
 def _flash_args(q: torch.Tensor, k: torch.Tensor, causal: bool, window: int, offset: int,
-                docs: bool) -> tuple[bool, tuple[int, int] | None] | None:
-    if not _cuda(q) or q.dtype not in FLASH_DTYPES:
+                doc_pos: torch.Tensor | None, positions: tuple | None) -> tuple[bool, tuple[int, int] | None] | None:
+    """cuda_flash() for these operands; documents only over the whole sequence (no ring block's positions)."""
+    if not _cuda(q) or q.dtype not in FLASH_DTYPES or (doc_pos is not None and positions is not None):
         return None
-    return cuda_flash(True, q.shape[-1], q.shape[2], k.shape[2], causal, window, offset, docs,
-                      windows=torch.version.hip is None)
+    return cuda_flash(True, q.shape[-1], q.shape[2], k.shape[2], causal, window, offset, doc_pos is not None,
+                      rocm=torch.version.hip is not None)
+
+
+def documents(doc_pos: torch.Tensor, device: torch.device) -> tuple[torch.Tensor, int]:
+    """FlashAttention's variable-length batch for doc_pos [B, S], its rows one after another: the
+    cumulative document lengths (int32, on `device`) and the longest document. A document starts where
+    doc_pos is 0 (every row starts one). FA2 sizes its grid by the longest, a number on the host: this
+    reads doc_pos there (a sync), which a CUDA-graph capture cannot hold."""
+    flat = doc_pos.reshape(-1).cpu()
+    cu = torch.cat([(flat == 0).nonzero().flatten(), torch.tensor([flat.numel()])])
+    return cu.to(device=device, dtype=torch.int32), int(cu.diff().max())
 
 
 def _round(n: int, m: int) -> int:
@@ -62,15 +79,16 @@ def head_groups(batch: int, heads: int, kv_heads: int, rows_k: int) -> int:
 
 
 def workspace_bytes(batch: int, heads: int, kv_heads: int, rows_q: int, rows_k: int, head_dim: int, itemsize: int,
-                    flash: bool, backward: bool, mask_rows: int) -> int:
+                    flash: bool, backward: bool, docs: bool, window: int) -> int:
     """Bytes the CUDA attention (backward) holds beside its operands and results, run as
     head_groups() calls: one call's workspace and, over several, its results before they are copied
     into the whole ones. FlashAttention-2's backward: an fp32 dq accumulator [B, rows_q to 128, H,
     D to 32], the fp32 softmax row sums and, with grouped K/V, dk / dv at the query heads before their
-    sum. The efficient kernel: K/V repeated to the query heads; in the backward their gradients at the
-    query heads too, an fp32 dq accumulator, the statistics padded to 32 rows and dout made contiguous.
-    mask_rows: the dense additive mask's leading rows (0: none, 1: a window's, the batch: documents'),
-    with the int64 distances that build it."""
+    sum (over packed documents each document's rows go to 128: unknown here, not counted). The
+    efficient kernel: K/V repeated to the query heads; in the backward their gradients at the query
+    heads too, an fp32 dq accumulator, the statistics padded to 32 rows and dout made contiguous, and
+    _masking()'s dense mask (documents': one per batch row; a window's: one) with the bool matrices
+    that build it."""
     groups = head_groups(batch, heads, kv_heads, rows_k)
     h, hk = heads // groups, kv_heads // groups
     grouped = h != hk
@@ -88,7 +106,8 @@ def workspace_bytes(batch: int, heads: int, kv_heads: int, rows_q: int, rows_k: 
     else:
         kernel = 2 * wide * grouped
     results = (q + 2 * kv if backward else q + 4 * batch * h * rows_q) if groups > 1 else 0
-    mask = mask_rows * rows_q * _round(rows_k, CUDA_BIAS_ALIGN) * itemsize + 8 * rows_q * rows_k * bool(mask_rows)
+    mask_rows = 0 if flash else batch if docs else int(bool(window))
+    mask = mask_rows * rows_q * (_round(rows_k, CUDA_BIAS_ALIGN) * itemsize + rows_k) + rows_q * rows_k * bool(mask_rows)
     return kernel + results + mask
 
 
@@ -104,12 +123,24 @@ def _additive(hide: torch.Tensor, q: torch.Tensor, align: int) -> torch.Tensor:
     return bias.masked_fill_(hide, float("-inf"))
 
 
+def _hidden(qpos: torch.Tensor, kpos: torch.Tensor, first: torch.Tensor | None, window: int) -> torch.Tensor:
+    """Which keys each query row does not see, bool [..., rows of q, rows of k], from the rows' positions
+    qpos / kpos (compared, without a matrix of distances): keys after it; keys before `first` [...,
+    rows of q] (its document's first position), if given; keys `window` or more back, if a window."""
+    hide = kpos > qpos[:, None]
+    if first is not None:
+        hide = torch.lt(kpos, first[..., None]).bitwise_or_(hide)
+    if window:
+        hide |= kpos <= (qpos - window)[:, None]
+    return hide
+
+
 def _window_bias(q: torch.Tensor, k: torch.Tensor, window: int, offset: int, align: int = 1) -> torch.Tensor:
     """Additive scores mask of a causal sliding window: query row a (position a + offset) sees key row
     b iff 0 <= a + offset - b < window; broadcast over batch and heads. Dense: [rows of q, rows of k]."""
     sq, sk = q.shape[2], k.shape[2]
-    d = (torch.arange(sq, device=q.device) + offset)[:, None] - torch.arange(sk, device=q.device)[None, :]
-    return _additive((d < 0) | (d >= window), q, align).expand(q.shape[0], q.shape[1], sq, sk)
+    hide = _hidden(torch.arange(sq, device=q.device) + offset, torch.arange(sk, device=q.device), None, window)
+    return _additive(hide, q, align).expand(q.shape[0], q.shape[1], sq, sk)
 
 
 def _doc_bias(q: torch.Tensor, window: int, doc_pos: torch.Tensor, positions: tuple[torch.Tensor, torch.Tensor],
@@ -118,11 +149,8 @@ def _doc_bias(q: torch.Tensor, window: int, doc_pos: torch.Tensor, positions: tu
     row a (at position qpos[a]) sees key row b iff 0 <= qpos[a] - kpos[b] <= doc_pos[:, a] (its own
     document, up to itself) and, under a window, < window. Dense: [batch, rows of q, rows of k]."""
     qpos, kpos = positions
-    d = qpos[:, None] - kpos[None, :]
-    hide = (d < 0) | (d > doc_pos[:, :, None])
-    if window:
-        hide |= d >= window
-    return _additive(hide, q, align)[:, None].expand(q.shape[0], q.shape[1], *d.shape), ~hide.all(-1)
+    hide = _hidden(qpos, kpos, qpos - doc_pos, window)
+    return _additive(hide, q, align)[:, None].expand(q.shape[0], q.shape[1], *hide.shape[1:]), ~hide.all(-1)
 
 
 def _masking(q: torch.Tensor, k: torch.Tensor, causal: bool, window: int, offset: int,
@@ -168,29 +196,43 @@ def _in_groups(fn, groups: int, wide: list[torch.Tensor | None], narrow: list[to
     return tuple(whole)
 
 
-def _bshd(x: torch.Tensor) -> torch.Tensor:
-    """[B, H, S, D] as FlashAttention's [B, S, H, D] view."""
-    return x.transpose(1, 2)
+def _rows(x: torch.Tensor, docs: tuple | None) -> torch.Tensor:
+    """[B, H, S, D] as FlashAttention takes it: [B, S, H, D], or over documents [B x S, H, D] (a view
+    where x is one of a [B, S, H, D] buffer, as projections make them)."""
+    x = x.transpose(1, 2)
+    return x if docs is None else x.reshape(-1, *x.shape[2:])
 
 
-def _flash(q, k, v, scale: float, args: tuple[bool, tuple[int, int] | None]):
+def _heads(x: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """FlashAttention's result x (_rows' layout) as a [B, H, S, D] view, `like` one of its operands."""
+    b, h, s, d = like.shape
+    return x.view(b, s, h, d).transpose(1, 2)
+
+
+def _flash(q, k, v, scale: float, args: tuple[bool, tuple[int, int] | None], docs: tuple | None):
+    """docs: documents()' (cumulative lengths, longest) for the variable-length kernel."""
     causal, window = args
     left, right = window if window else (None, None)
+    cu, longest = docs or (None, None)
     out, lse, *_ = aten._flash_attention_forward(
-        _bshd(q), _bshd(k), _bshd(v), None, None, q.shape[2], k.shape[2], 0.0, causal, False, scale=scale,
-        window_size_left=left, window_size_right=right)
-    return _bshd(out), lse
+        _rows(q, docs), _rows(k, docs), _rows(v, docs), cu, cu, longest or q.shape[2], longest or k.shape[2], 0.0,
+        causal, False, scale=scale, window_size_left=left, window_size_right=right)
+    if docs is not None:   # the statistics [H, B x S]
+        lse = lse.view(q.shape[1], q.shape[0], q.shape[2]).transpose(0, 1)
+    return _heads(out, q), lse
 
 
-def _flash_grad(dout, q, out, lse, k, v, scale: float, args: tuple[bool, tuple[int, int] | None]):
+def _flash_grad(dout, q, out, lse, k, v, scale: float, args: tuple[bool, tuple[int, int] | None], docs: tuple | None):
     causal, window = args
     left, right = window if window else (None, None)
-    o, do = (x if x.stride(-1) == 1 else x.contiguous() for x in (_bshd(out), _bshd(dout)))
+    cu, longest = docs or (None, None)
+    o, do = (x if x.stride(-1) == 1 else x.contiguous() for x in (_rows(out, docs), _rows(dout, docs)))
+    lse = (lse if docs is None else lse.transpose(0, 1).reshape(lse.shape[1], -1)).contiguous()
     rng = torch.empty(2, dtype=torch.uint64, device=q.device)   # read only under dropout
     dq, dk, dv = aten._flash_attention_backward(
-        do, _bshd(q), _bshd(k), _bshd(v), o, lse.contiguous(), None, None, q.shape[2], k.shape[2], 0.0, causal,
-        rng, rng, scale=scale, window_size_left=left, window_size_right=right)
-    return _bshd(dq), _bshd(dk), _bshd(dv)
+        do, _rows(q, docs), _rows(k, docs), _rows(v, docs), o, lse, cu, cu, longest or q.shape[2],
+        longest or k.shape[2], 0.0, causal, rng, rng, scale=scale, window_size_left=left, window_size_right=right)
+    return _heads(dq, q), _heads(dk, k), _heads(dv, v)
 
 
 def _efficient(q, bias, k, v, causal: bool, scale: float, kv_groups: int):
@@ -224,9 +266,10 @@ def attention(q, k, v, causal: bool, scale: float, kv_groups: int, window: int =
     its document, which it attends no further back than (positions: see _masking). A query row that
     sees no key of a ring block (given positions) gives out 0 and lse -inf (nothing to merge); over
     the whole sequence every row sees its own key."""
-    flash = _flash_args(q, k, causal, window, offset, doc_pos is not None)
+    flash = _flash_args(q, k, causal, window, offset, doc_pos, positions)
     if flash is not None:
-        return _in_groups(lambda q, k, v: _flash(q, k, v, scale, flash), _groups(q, k), [q], [k, v])
+        docs = None if doc_pos is None else documents(doc_pos, q.device)
+        return _in_groups(lambda q, k, v: _flash(q, k, v, scale, flash, docs), _groups(q, k), [q], [k, v])
     bias, causal, seen = _masking(q, k, causal, window, offset, doc_pos, positions)
     if _cuda(q):
         out, lse = _in_groups(lambda *x: _efficient(*x, causal, scale, kv_groups), _groups(q, k), [q, bias], [k, v])
@@ -242,9 +285,10 @@ def attention(q, k, v, causal: bool, scale: float, kv_groups: int, window: int =
 def attention_grad(dout, q, k, v, out, lse, causal: bool, scale: float, kv_groups: int, window: int = 0,
                    offset: int = 0, doc_pos: torch.Tensor | None = None,
                    positions: tuple[torch.Tensor, torch.Tensor] | None = None):
-    flash = _flash_args(q, k, causal, window, offset, doc_pos is not None)
+    flash = _flash_args(q, k, causal, window, offset, doc_pos, positions)
     if flash is not None:
-        return _in_groups(lambda *x: _flash_grad(*x, scale, flash), _groups(q, k), [dout, q, out, lse], [k, v])
+        docs = None if doc_pos is None else documents(doc_pos, q.device)
+        return _in_groups(lambda *x: _flash_grad(*x, scale, flash, docs), _groups(q, k), [dout, q, out, lse], [k, v])
     bias, causal, _ = _masking(q, k, causal, window, offset, doc_pos, positions)
     if not _cuda(q):
         return aten._scaled_dot_product_flash_attention_for_cpu_backward(

@@ -74,13 +74,17 @@ class CompiledModule(nn.Module):
         self.forward_program = Program(fwd, self.mesh, "forward program")
         self.backward_program = Program(bwd, self.mesh, "backward program")
         self.forward_program.objects = self.backward_program.objects = GpuObjects(artifact) if kernels else None
-        self.graphs = Graphs(self.forward_program, self.backward_program) if cuda_graphs else None
         self._param_names = [a["name"] for a in fwd["args"] if a["role"] == "param"]
         self._buffer_names = [a["name"] for a in fwd["args"] if a["role"] == "buffer"]
         self._grad_names = [r.split(":", 1)[1] for r in bwd["results"]]
         self.input_shape = next(a["shape"] for a in fwd["args"] if a["role"] == "input")
         # packed documents: the step also takes position_ids and document positions (documents.py)
         self.packed = [a["name"] for a in fwd["args"] if a["role"] == "input"] == list(PACKED_INPUTS)
+        if cuda_graphs and self.packed:
+            raise ValueError("cuda_graphs=True: this step takes packed documents, whose attention FlashAttention "
+                             "sizes by each step's longest document (read on the host, which a CUDA graph cannot "
+                             "replay); load it with cuda_graphs=False")
+        self.graphs = Graphs(self.forward_program, self.backward_program) if cuda_graphs else None
         # measure_memory: track the live bytes of every step; peak_bytes is the last step's high-water
         # mark (parameters, buffers, .grad, inputs, saved values and every program value; on a GPU
         # torch.cuda.max_memory_allocated)
@@ -201,6 +205,6 @@ def load(path: str, timeout_s: float = DEFAULT_TIMEOUT_S, cuda_graphs: bool = Fa
     Its collectives give up after timeout_s seconds without an answer from a peer (CollectiveError
     naming the collective and the peers), and a rank whose step fails makes every rank fail it.
     cuda_graphs: on CUDA, capture the forward and backward programs at the second step and replay
-    them after (graphs.py). kernels=False: the fused kernels run as the ATen ops they replaced even
+    them after (graphs.py); not for packed documents. kernels=False: the fused kernels run as the ATen ops they replaced even
     where the artifact has objects for the device (to compare)."""
     return CompiledModule(read(path), timeout_s, cuda_graphs, kernels)

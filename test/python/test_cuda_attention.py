@@ -1,8 +1,9 @@
 """The CUDA branch of the attention kernels (runtime/kernels.py) without a GPU: which kernel runs
-(FlashAttention-2 for fp16/bf16, the memory-efficient one for fp32 and document masks), the window
-FA2 is given against the mask it replaces, and the calls themselves on the `meta` device (ATen's meta
-kernels check the arguments and give the results' shapes, dtypes and strides) against the CPU
-kernels' results."""
+(FlashAttention-2 for fp16/bf16, over packed documents as its variable-length batch; the
+memory-efficient one for fp32 and ring blocks' document masks), the window FA2 is given against the
+mask it replaces, the calls themselves on the `meta` device (ATen's meta kernels check the arguments
+and give the results' shapes, dtypes and strides) against the CPU kernels' results, and the FA2 calls'
+numerics through a CPU stand-in that computes what FA2's contract says."""
 from __future__ import annotations
 
 import pytest
@@ -50,10 +51,14 @@ def test_flash_only_where_it_applies():
     assert kernels.cuda_flash(True, 64, S, S, False, 0, 0, False) == (False, None)
     assert kernels.cuda_flash(True, 64, S, S, True, 8, 0, False) == (False, (7, 0))
     assert kernels.cuda_flash(False, 64, S, S, True, 0, 0, False) is None       # fp32
-    assert kernels.cuda_flash(True, 64, S, S, True, 0, 0, True) is None         # documents: a dense mask
+    assert kernels.cuda_flash(True, 64, S, S, True, 0, 0, True) == (True, None)  # documents: causal within each
+    assert kernels.cuda_flash(True, 64, S, S, False, 0, 0, True) == (True, None)
+    assert kernels.cuda_flash(True, 64, S, S, True, 8, 0, True) == (False, (7, 0))
+    assert kernels.cuda_flash(True, 64, S, S // 2, True, 0, 0, True) is None     # documents of a block: a mask
+    assert kernels.cuda_flash(True, 64, S, S, True, 0, 0, True, rocm=True) is None
     assert kernels.cuda_flash(True, 68, S, S, True, 0, 0, False) is None        # head dim not a multiple of 8
     assert kernels.cuda_flash(True, 320, S, S, True, 0, 0, False) is None       # head dim over 256
-    assert kernels.cuda_flash(True, 64, S, S, True, 8, 0, False, windows=False) is None   # ROCm's build
+    assert kernels.cuda_flash(True, 64, S, S, True, 8, 0, False, rocm=True) is None   # ROCm's build
     assert kernels.cuda_flash(True, 64, S, S, True, 4, 8, False) is None        # no key in reach: left < 0
 
 
@@ -71,7 +76,9 @@ def _inputs(device: str, dtype: torch.dtype, kv_heads: int) -> list[torch.Tensor
     (torch.bfloat16, 2, 0, False, "flash"),
     (torch.bfloat16, 4, 6, False, "flash"),
     (torch.float16, 1, 0, False, "flash"),
-    (torch.bfloat16, 2, 0, True, "efficient"),
+    (torch.bfloat16, 2, 0, True, "flash"),
+    (torch.bfloat16, 2, 6, True, "flash"),
+    (torch.float32, 2, 0, True, "efficient"),
     (torch.float32, 2, 0, False, "efficient"),
     (torch.float32, 2, 6, False, "efficient"),
 ])
@@ -91,7 +98,8 @@ def test_cuda_branch_on_meta(monkeypatch, dtype, kv_heads, window, docs, kernel)
     monkeypatch.setattr(kernels, "_flash", lambda *a: calls.append("flash") or flash(*a))
     monkeypatch.setattr(kernels, "_flash_grad", lambda *a: calls.append("flash") or flash_grad(*a))
     q, k, v, dout = _inputs("meta", dtype, kv_heads)
-    doc_pos = None if doc_pos is None else doc_pos.to("meta")
+    if doc_pos is not None and kernel == "efficient":   # FA2's documents are read on the host, from CPU here
+        doc_pos = doc_pos.to("meta")
     got = [*kernels.attention(q, k, v, True, D ** -0.5, groups, window, doc_pos=doc_pos)]
     got += kernels.attention_grad(dout, q, k, v, *got, True, D ** -0.5, groups, window, doc_pos=doc_pos)
 
@@ -141,3 +149,129 @@ def test_groups_on_meta(monkeypatch, dtype, window):
         runs.append([out, lse, *kernels.attention_grad(dout, q, k, v, out, lse, True, D ** -0.5, 2, window)])
     for one, two in zip(*runs):
         assert (one.shape, one.dtype, one.stride()) == (two.shape, two.dtype, two.stride())
+
+
+class _FA2Contract:
+    """ATen with FlashAttention-2's two entry points computed on the CPU, in fp32, as FA2's contract
+    says (flash_api.cpp, the meta kernels): q [B, Sq, H, D] and k / v [B, Sk, Hk, D], or over a
+    variable-length batch [total, H, D] with int32 cumulative lengths; query head h reads K/V head
+    h // (H / Hk); the causal mask and the (left, right) window aligned to each sequence's last rows;
+    lse [B, H, Sq] fp32, or [H, total]; the backward recomputes the probabilities from the lse it is
+    given and uses out (D = rowsum(dout * out)), as FA2's does. It checks what FA2 checks."""
+
+    def __getattr__(self, name):
+        return getattr(torch.ops.aten, name)
+
+    @staticmethod
+    def _sequences(q, k, cu, max_q, max_k):
+        """(q rows, k rows) slices of each sequence, and q / k as [sequences, rows, heads, dim]."""
+        assert q.dtype in kernels.FLASH_DTYPES and q.stride(-1) == k.stride(-1) == 1
+        if cu is None:
+            assert (q.shape[1], k.shape[1]) == (max_q, max_k)
+            return [(slice(None), slice(None), b) for b in range(q.shape[0])]
+        assert cu.dtype == torch.int32 and q.dim() == 3
+        lengths = cu.diff()
+        assert int(lengths.max()) <= max_q and int(cu[-1]) == q.shape[0] == k.shape[0]
+        return [(slice(int(a), int(b)), slice(int(a), int(b)), None) for a, b in zip(cu[:-1], cu[1:])]
+
+    @staticmethod
+    def _probs(q, k, lse, causal, left, right, scale):
+        """Scores [H, sq, sk] of one sequence and their probabilities (from lse [H, sq] if given)."""
+        groups = q.shape[1] // k.shape[1]
+        k = k.float().repeat_interleave(groups, 1)
+        s = torch.einsum("qhd,khd->hqk", q.float(), k) * scale
+        sq, sk = q.shape[0], k.shape[0]
+        at = torch.arange(sq)[:, None] + sk - sq
+        j = torch.arange(sk)[None, :]
+        right = 0 if causal else right
+        hide = torch.zeros(sq, sk, dtype=torch.bool)
+        if right is not None and right >= 0:
+            hide |= j > at + right
+        if left is not None and left >= 0:
+            hide |= j < at - left
+        s = s.masked_fill(hide, float("-inf"))
+        lse = torch.logsumexp(s, -1) if lse is None else lse
+        return torch.exp(s - lse[..., None]), lse
+
+    def _flash_attention_forward(self, q, k, v, cu_q, cu_k, max_q, max_k, dropout, causal, debug, *, scale,
+                                 window_size_left=None, window_size_right=None):
+        assert dropout == 0.0 and not debug and (cu_q is None) == (cu_k is None)
+        out = torch.empty_like(q)
+        if cu_q is None:
+            lse = torch.empty(q.shape[0], q.shape[2], q.shape[1], dtype=torch.float32)
+        else:
+            lse = torch.empty(q.shape[1], q.shape[0], dtype=torch.float32)
+        for qs, ks, b in self._sequences(q, k, cu_q, max_q, max_k):
+            one = (lambda x, s: x[b, s]) if b is not None else (lambda x, s: x[s])
+            groups = q.shape[-2] // k.shape[-2]
+            p, l = self._probs(one(q, qs), one(k, ks), None, causal, window_size_left, window_size_right, scale)
+            o = torch.einsum("hqk,khd->qhd", p, one(v, ks).float().repeat_interleave(groups, 1))
+            if b is not None:
+                out[b] = o.to(q.dtype)
+                lse[b] = l
+            else:
+                out[qs] = o.to(q.dtype)
+                lse[:, qs] = l
+        return out, lse, None, None, None
+
+    def _flash_attention_backward(self, dout, q, k, v, out, lse, cu_q, cu_k, max_q, max_k, dropout, causal,
+                                  seed, offset, *, scale, window_size_left=None, window_size_right=None):
+        assert dropout == 0.0 and lse.is_contiguous() and dout.stride(-1) == out.stride(-1) == 1
+        assert lse.shape == ((q.shape[0], q.shape[2], q.shape[1]) if cu_q is None else (q.shape[1], q.shape[0]))
+        dq, dk, dv = (torch.empty_like(x) for x in (q, k, v))
+        groups = q.shape[-2] // k.shape[-2]
+        for qs, ks, b in self._sequences(q, k, cu_q, max_q, max_k):
+            one = (lambda x, s: x[b, s]) if b is not None else (lambda x, s: x[s])
+            stats = lse[b] if b is not None else lse[:, qs]
+            p, _ = self._probs(one(q, qs), one(k, ks), stats, causal, window_size_left, window_size_right, scale)
+            do, o = one(dout, qs).float(), one(out, qs).float()
+            kf, vf = (one(x, ks).float().repeat_interleave(groups, 1) for x in (k, v))
+            dp = torch.einsum("qhd,khd->hqk", do, vf)
+            ds = p * (dp - (do * o).sum(-1).transpose(0, 1)[..., None])
+            parts = (torch.einsum("hqk,khd->qhd", ds, kf) * scale,
+                     torch.einsum("hqk,qhd->khd", ds, one(q, qs).float()) * scale,
+                     torch.einsum("hqk,qhd->khd", p, do))
+            for whole, part, s in zip((dq, dk, dv), parts, (qs, ks, ks)):
+                if part.shape[1] != whole.shape[-2]:   # query heads summed to their K/V head
+                    part = part.view(part.shape[0], -1, groups, part.shape[-1]).sum(2)
+                if b is not None:
+                    whole[b, s] = part.to(whole.dtype)
+                else:
+                    whole[s] = part.to(whole.dtype)
+        return dq, dk, dv
+
+
+@pytest.mark.parametrize("kv_heads,window,docs,groups", [
+    (2, 0, False, 1), (4, 6, False, 2), (2, 0, True, 1), (2, 0, True, 2), (1, 5, True, 1),
+])
+def test_flash_calls_against_its_contract(monkeypatch, kv_heads, window, docs, groups):
+    """The CUDA branch's FA2 calls (dense and over packed documents, whole and in groups of heads),
+    run by the CPU stand-in, give what the CPU kernels give with the dense masks the CPU path builds:
+    this checks the operands' layouts, the variable-length batch and the lse's layout both ways (a
+    mistake there mixes rows or documents: errors of the values' size). The CPU kernels round the
+    probabilities and their gradients to bf16 before the second matmuls (as FA2 does), the stand-in
+    does not: a few bf16 roundings of the largest value apart (measured: at most 2^-7.2 of it)."""
+    doc_pos = None
+    if docs:   # documents of 5, 11 and 16 tokens in row 0, one of 32 in row 1
+        from autosp.runtime.documents import doc_positions
+        pos = torch.tensor([[*range(5), *range(11), *range(16)], list(range(S))])
+        doc_pos = doc_positions(pos, None)
+    q, k, v, dout = _inputs("cpu", torch.bfloat16, kv_heads)
+    run = [q, k, v, True, D ** -0.5, H // kv_heads, window]
+    want = [*kernels.attention(*run, doc_pos=doc_pos)]
+    want += kernels.attention_grad(dout, q, k, v, *want, True, D ** -0.5, H // kv_heads, window, doc_pos=doc_pos)
+
+    calls = []
+    flash = kernels._flash
+    monkeypatch.setattr(kernels, "_cuda", lambda x: True)
+    monkeypatch.setattr(kernels, "aten", _FA2Contract())
+    monkeypatch.setattr(kernels, "head_groups", lambda *a: groups)
+    monkeypatch.setattr(kernels, "_flash", lambda *a: calls.append(a[-1]) or flash(*a))
+    got = [*kernels.attention(*run, doc_pos=doc_pos)]
+    got += kernels.attention_grad(dout, q, k, v, *got, True, D ** -0.5, H // kv_heads, window, doc_pos=doc_pos)
+
+    assert len(calls) == groups and all((c is not None) == docs for c in calls)
+    for name, g, w in zip(("out", "lse", "dq", "dk", "dv"), got, want):
+        assert (g.shape, g.dtype) == (w.shape, w.dtype), name
+        err = (g.float() - w.float()).abs()
+        assert float(err.max()) <= 2 ** -6 * float(w.float().abs().max()), (name, float(err.max()))

@@ -57,7 +57,7 @@ def test_packed_needs_hugging_face():
 
 def test_module_refuses_documents_it_was_not_compiled_for(hf_dir, compile_to, tmp_path):
     """An artifact without packed documents refuses a mask by name; one with them takes position_ids
-    or cu_seqlens (not both) of the step's shape."""
+    or cu_seqlens (not both) of the step's shape, and no CUDA graphs."""
     import torch.distributed as dist
     spec = spec_for("llama", hf_dir)
     plain, packed = compile_to(spec, 1, batch=1), compile_to(spec, 1, batch=1, packed=True)
@@ -68,6 +68,9 @@ def test_module_refuses_documents_it_was_not_compiled_for(hf_dir, compile_to, tm
         with pytest.raises(ValueError, match="attention_mask: this step was compiled without packed documents; "
                                              r"compile with packed=True"):
             m(ids, ids, attention_mask=torch.ones(1, 16))
+        with pytest.raises(ValueError, match=r"^cuda_graphs=True: this step takes packed documents, .* load it with "
+                                             r"cuda_graphs=False$"):
+            autosp.load(packed, cuda_graphs=True)
         m = autosp.load(packed)
         m.load_state_dict(load_model(spec).state_dict())
         assert torch.isfinite(m(ids, ids, cu_seqlens=torch.tensor([0, 5, 16])))
