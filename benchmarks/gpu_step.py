@@ -35,6 +35,10 @@ Configurations:
                      not see the memory the pool reuses. On CPU both variants run as the plain one
 
 Sections:
+  0. attention kernels: each CUDA path of runtime/kernels.py (FlashAttention-2 causal with grouped K/V,
+     with a window, over packed documents as its varlen batch, with both; the efficient kernel in
+     fp32 with a window and with documents) on the device against the CPU kernels' results on the
+     same operands (dense masks), forward and backward: worst error over the largest value;
   1. correctness at the common S: loss relative error, worst gradient error (max |err| / max |grad|)
      and the least gradient cosine of each autosp configuration (and variant: a graphed one's third,
      replayed, step) vs HF eager in the same precision;
@@ -455,6 +459,46 @@ class Bench:
         return out
 
 
+# (name, dtype, window, documents) of the attention checks: every kernel path of runtime/kernels.py
+ATTENTION_CASES = (("FA2 causal", torch.bfloat16, 0, False), ("FA2 window 100", torch.bfloat16, 100, False),
+                   ("FA2 varlen documents", torch.bfloat16, 0, True), ("FA2 varlen + window", torch.bfloat16, 100, True),
+                   ("efficient fp32 window", torch.float32, 100, False), ("efficient fp32 docs", torch.float32, 0, True))
+# of the largest value: bf16 roundings of the probabilities and their gradients over 512 keys reach 2e-2
+# of it (an fp32 stand-in for FA2 against the CPU kernels); a wrong layout or document mixes rows: errors of
+# the values' size
+ATTENTION_TOLERANCE = 2 ** -4
+
+
+def attention_check(d: Device) -> list[tuple[str, dict]]:
+    """Each case's worst error (over the largest value of the CPU result) of out, lse, dq, dk, dv, for
+    B=2, heads 8 / K/V 2, S=512, head dim 128; documents of 100, 212 and 200 tokens in row 0, one in
+    row 1. Exceptions are reported in the case's row."""
+    from autosp.runtime import kernels
+    from autosp.runtime.documents import doc_positions
+    b, h, hk, s, dim = 2, 8, 2, 512, 128
+    pos = torch.tensor([[*range(100), *range(212), *range(200)], list(range(s))])
+    g = torch.Generator().manual_seed(0)
+    out = []
+    for name, dtype, window, docs in ATTENTION_CASES:
+        ops = [torch.randn(b, s, n, dim, generator=g).to(dtype).transpose(1, 2) for n in (h, hk, hk, h)]
+        doc_pos = doc_positions(pos, None) if docs else None
+        results = []
+        try:
+            for dev in ("cpu", d.dev):
+                q, k, v, dout = (x.to(dev) for x in ops)
+                dp = None if doc_pos is None else doc_pos.to(dev)
+                o, lse = kernels.attention(q, k, v, True, dim ** -0.5, h // hk, window, doc_pos=dp)
+                grads = kernels.attention_grad(dout, q, k, v, o, lse, True, dim ** -0.5, h // hk, window, doc_pos=dp)
+                results.append([x.float().cpu() for x in (o, lse, *grads)])
+            d.sync()
+        except Exception as e:   # reported in its row; the other cases still run
+            out.append((name, {"error": str(e).splitlines()[0][:120]}))
+            continue
+        out.append((name, {n: float((got - want).abs().max() / want.abs().max())
+                           for n, got, want in zip(("out", "lse", "dq", "dk", "dv"), results[1], results[0])}))
+    return out
+
+
 def model_flops(cfg, seq: int, batch: int = 1) -> float:
     """Model FLOPs of one training step (forward + backward = 3 x forward), causal attention, no recompute."""
     h, layers, inter, vocab = cfg.hidden_size, cfg.num_hidden_layers, cfg.intermediate_size, cfg.vocab_size
@@ -480,8 +524,14 @@ def _ms(r: dict) -> str:
     return f"{r['time'] * 1e3:.1f}" if "time" in r else "-"
 
 
-def report(b: Bench, correct: dict, times: dict, longest: dict, sim: dict) -> None:
+def report(b: Bench, attention: list, correct: dict, times: dict, longest: dict, sim: dict) -> None:
     spec, seq = b.spec, b.spec["seq"]
+    print(f"\n0. attention kernels on {b.d.dev.type} vs the CPU kernels (worst error / largest value; "
+          f"within {ATTENTION_TOLERANCE:.3g}: ok)")
+    for name, r in attention:
+        errs = "  ".join(f"{n} {e:.1e}" for n, e in r.items()) if "error" not in r else r["error"]
+        ok = "error" not in r and max(r.values()) <= ATTENTION_TOLERANCE
+        print(f"   {name:24s} {'ok  ' if ok else 'FAIL'} {errs}")
     print(f"\n1. correctness at S={seq} vs HF eager in the same precision (fp32: TF32 off)")
     print(f"   {'precision':9s} {'config':26s} {'loss':>12s} {'eager loss':>12s} {'loss rel err':>12s} "
           f"{'worst grad err':>14s} {'min cosine':>10s}")
@@ -594,6 +644,8 @@ def run_all(args) -> None:
           f"{where}; torch {torch.__version__}")
     for prec, why in b.spec["unsupported"].items():
         print(f"note: {prec}: {why}")
+    print("0. attention kernels ...", flush=True)
+    attention = attention_check(b.d)
     print("1. correctness ...", flush=True)
     correct = b.correctness()
     print("2. step times ...", flush=True)
@@ -602,7 +654,7 @@ def run_all(args) -> None:
     longest = b.longest()
     print("4. per-rank simulation ...", flush=True)
     sim = b.simulate(args.peak_tflops)
-    report(b, correct, times, longest, sim)
+    report(b, attention, correct, times, longest, sim)
     goals(b, times, longest)
     print(f"total {time.perf_counter() - t0:.0f} s")
 
