@@ -459,10 +459,15 @@ class Bench:
         return out
 
 
-# (name, dtype, window, documents) of the attention checks: every kernel path of runtime/kernels.py
-ATTENTION_CASES = (("FA2 causal", torch.bfloat16, 0, False), ("FA2 window 100", torch.bfloat16, 100, False),
-                   ("FA2 varlen documents", torch.bfloat16, 0, True), ("FA2 varlen + window", torch.bfloat16, 100, True),
-                   ("efficient fp32 window", torch.float32, 100, False), ("efficient fp32 docs", torch.float32, 0, True))
+# (name, dtype, window, documents, ring block) of the attention checks: every kernel path of runtime/kernels.py;
+# a ring block is the second half's queries against the first half's keys, as a ring rank attends an earlier block
+ATTENTION_CASES = (("FA2 causal", torch.bfloat16, 0, False, False),
+                   ("FA2 window 100", torch.bfloat16, 100, False, False),
+                   ("FA2 varlen documents", torch.bfloat16, 0, True, False),
+                   ("FA2 varlen + window", torch.bfloat16, 100, True, False),
+                   ("FA2 varlen ring block", torch.bfloat16, 0, True, True),
+                   ("efficient fp32 window", torch.float32, 100, False, False),
+                   ("efficient fp32 docs", torch.float32, 0, True, False))
 # of the largest value: bf16 roundings of the probabilities and their gradients over 512 keys reach 2e-2
 # of it (an fp32 stand-in for FA2 against the CPU kernels); a wrong layout or document mixes rows: errors of
 # the values' size
@@ -472,24 +477,31 @@ ATTENTION_TOLERANCE = 2 ** -4
 def attention_check(d: Device) -> list[tuple[str, dict]]:
     """Each case's worst error (over the largest value of the CPU result) of out, lse, dq, dk, dv, for
     B=2, heads 8 / K/V 2, S=512, head dim 128; documents of 100, 212 and 200 tokens in row 0, one in
-    row 1. Exceptions are reported in the case's row."""
+    row 1 (in a ring block, row 0's last document sees no key: lse -inf, counted as 0). Exceptions are
+    reported in the case's row."""
     from autosp.runtime import kernels
     from autosp.runtime.documents import doc_positions
     b, h, hk, s, dim = 2, 8, 2, 512, 128
     pos = torch.tensor([[*range(100), *range(212), *range(200)], list(range(s))])
     g = torch.Generator().manual_seed(0)
     out = []
-    for name, dtype, window, docs in ATTENTION_CASES:
+    for name, dtype, window, docs, block in ATTENTION_CASES:
         ops = [torch.randn(b, s, n, dim, generator=g).to(dtype).transpose(1, 2) for n in (h, hk, hk, h)]
         doc_pos = doc_positions(pos, None) if docs else None
+        qs, ks = (slice(s // 2, s), slice(0, s // 2)) if block else (slice(None), slice(None))
         results = []
         try:
             for dev in ("cpu", d.dev):
-                q, k, v, dout = (x.to(dev) for x in ops)
-                dp = None if doc_pos is None else doc_pos.to(dev)
-                o, lse = kernels.attention(q, k, v, True, dim ** -0.5, h // hk, window, doc_pos=dp)
-                grads = kernels.attention_grad(dout, q, k, v, o, lse, True, dim ** -0.5, h // hk, window, doc_pos=dp)
-                results.append([x.float().cpu() for x in (o, lse, *grads)])
+                q, dout = (x[:, :, qs].to(dev) for x in (ops[0], ops[3]))
+                k, v = (x[:, :, ks].to(dev) for x in ops[1:3])
+                kw = {} if doc_pos is None else {"doc_pos": doc_pos[:, qs].to(dev)}
+                if block:
+                    kw["positions"] = (torch.arange(s // 2, s, device=dev), torch.arange(s // 2, device=dev))
+                flags = (not block, dim ** -0.5, h // hk, window)
+                o, lse = kernels.attention(q, k, v, *flags, **kw)
+                # a ring's backward reads the merged statistics: finite where a block's are -inf
+                grads = kernels.attention_grad(dout, q, k, v, o, lse.nan_to_num(neginf=0.0), *flags, **kw)
+                results.append([x.float().cpu().nan_to_num(neginf=0.0) for x in (o, lse, *grads)])
             d.sync()
         except Exception as e:   # reported in its row; the other cases still run
             out.append((name, {"error": str(e).splitlines()[0][:120]}))

@@ -1,12 +1,14 @@
 """Attention kernels behind sp.attention / sp.attention_grad: ATen's fused SDPA entry points,
 chosen by device. On CUDA, fp16/bf16 attention runs FlashAttention-2, which reads grouped K/V at
-their own head count, takes a causal sliding window as two bounds and packed documents over the whole
-sequence as its variable-length batch (each document a sequence of its own); fp32 and the document
-masks of ring blocks run the memory-efficient kernel, which wants K/V repeated to the query heads and
-a dense additive mask. `lse` is the softmax statistics [B, H, rows of q] (fp32), kept for the
+their own head count, takes a causal sliding window as two bounds and packed documents as its
+variable-length batch (each document a sequence of its own, in a ring block too); fp32, and a ring
+block's documents under a window, run the memory-efficient kernel, which wants K/V repeated to the
+query heads and a dense additive mask. `lse` is the softmax statistics [B, H, rows of q] (fp32), kept for the
 backward. `workspace_bytes` says what each CUDA kernel holds beside its operands and results, for the
 memory plan. Dropout with the program's own generator."""
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import torch
 
@@ -23,15 +25,13 @@ def cuda_flash(half: bool, head_dim: int, rows_q: int, rows_k: int, causal: bool
     the memory-efficient kernel runs it. FA2 takes fp16/bf16 with a head dim a multiple of 8 up to 256;
     its causal mask and window are aligned to the last rows of q and k, so query row a (position a +
     offset from k's first) seeing keys b with 0 <= a + offset - b < window is the window (left, right)
-    around row a + rows_k - rows_q when both bounds are >= 0. docs: packed documents over the whole
-    sequence (q's rows are k's), each a sequence of FA2's variable-length batch, causal within itself.
-    ROCm's build takes neither windows nor documents."""
+    around row a + rows_k - rows_q when both bounds are >= 0. docs: packed documents, each with its rows
+    of k a sequence of FA2's variable-length batch (documents()), where a window needs q's rows to be
+    k's. ROCm's build takes neither windows nor documents."""
     if not half or head_dim % 8 or head_dim > 256 or rocm and (window or docs):
         return None
-    if docs:
-        if offset or rows_q != rows_k:
-            return None
-        causal = True   # a document sees itself up to each query
+    if docs and window and (offset or rows_q != rows_k or not causal):
+        return None
     if not window:
         if not causal:
             return False, None
@@ -48,21 +48,58 @@ def _cuda(x: torch.Tensor) -> bool:
 
 def _flash_args(q: torch.Tensor, k: torch.Tensor, causal: bool, window: int, offset: int,
                 doc_pos: torch.Tensor | None, positions: tuple | None) -> tuple[bool, tuple[int, int] | None] | None:
-    """cuda_flash() for these operands; documents only over the whole sequence (no ring block's positions)."""
-    if not _cuda(q) or q.dtype not in FLASH_DTYPES or (doc_pos is not None and positions is not None):
+    """cuda_flash() for these operands. Documents over the whole sequence are causal; a ring block's
+    (positions given) are causal on the diagonal, and with a window run as a mask: its rows are not
+    consecutive positions in zigzag order."""
+    if not _cuda(q) or q.dtype not in FLASH_DTYPES or (doc_pos is not None and positions is not None and window):
         return None
+    if doc_pos is not None and positions is None:
+        causal = True
     return cuda_flash(True, q.shape[-1], q.shape[2], k.shape[2], causal, window, offset, doc_pos is not None,
                       rocm=torch.version.hip is not None)
 
 
-def documents(doc_pos: torch.Tensor, device: torch.device) -> tuple[torch.Tensor, int]:
-    """FlashAttention's variable-length batch for doc_pos [B, S], its rows one after another: the
-    cumulative document lengths (int32, on `device`) and the longest document. A document starts where
-    doc_pos is 0 (every row starts one). FA2 sizes its grid by the longest, a number on the host: this
-    reads doc_pos there (a sync), which a CUDA-graph capture cannot hold."""
-    flat = doc_pos.reshape(-1).cpu()
-    cu = torch.cat([(flat == 0).nonzero().flatten(), torch.tensor([flat.numel()])])
-    return cu.to(device=device, dtype=torch.int32), int(cu.diff().max())
+class Varlen(NamedTuple):
+    """FlashAttention's variable-length batch: cumulative rows of q and of k per sequence (int32, on
+    the device), the longest of each, and which rows of q see any key ([B, rows of q], None: all)."""
+    cu_q: torch.Tensor
+    cu_k: torch.Tensor
+    max_q: int
+    max_k: int
+    seen: torch.Tensor | None
+
+
+def documents(doc_pos: torch.Tensor, rows_k: int, positions: tuple[torch.Tensor, torch.Tensor] | None,
+              device: torch.device) -> Varlen:
+    """The variable-length batch of packed documents, rows of q and k flattened over the batch: each
+    run of q's rows in one document (its start: position - doc_pos) is a sequence, with k's rows from
+    that start up to the next run's (k's rows before a batch row's first run: a sequence without
+    queries). positions: the rows' positions (default: q's are k's, 0, 1, ...), ascending in q and
+    in k, as in contiguous blocks and zigzag's two chunks: a document's rows are consecutive in both,
+    and a block before q's (a ring's) reaches only the first run's document. Read on the host (a
+    sync): FA2 sizes its grid by the longest sequence, a number there."""
+    b, rows_q = doc_pos.shape
+    qpos, kpos = (torch.arange(rows_q), torch.arange(rows_k)) if positions is None else (p.cpu() for p in positions)
+    start = qpos - doc_pos.cpu()
+    new = torch.ones_like(start, dtype=torch.bool)
+    new[:, 1:] = start[:, 1:] != start[:, :-1]
+    row, first_q = new.nonzero(as_tuple=True)   # the runs, in order
+    s = start[row, first_q]
+    last = torch.ones(len(row), dtype=torch.bool)
+    last[:-1] = row[1:] != row[:-1]
+    opens = torch.ones(len(row), dtype=torch.bool)
+    opens[1:] = row[1:] != row[:-1]
+    k_lo = torch.searchsorted(kpos, s)
+    k_hi = torch.where(last, rows_k, torch.searchsorted(kpos, s.roll(-1)))
+    q_len = torch.where(last, rows_q, first_q.roll(-1)) - first_q
+    lens_q = torch.stack([torch.zeros_like(q_len), q_len], 1).flatten()
+    lens_k = torch.stack([torch.where(opens, k_lo, 0), k_hi - k_lo], 1).flatten()
+    keep = (lens_q > 0) | (lens_k > 0)
+    lens_q, lens_k = lens_q[keep], lens_k[keep]
+    seen = ((k_hi > k_lo)[new.flatten().cumsum(0) - 1]).view(b, rows_q)
+    cu = [torch.cat([torch.zeros(1, dtype=torch.long), x.cumsum(0)]).to(device=device, dtype=torch.int32)
+          for x in (lens_q, lens_k)]
+    return Varlen(*cu, int(lens_q.max()), int(lens_k.max()), None if bool(seen.all()) else seen.to(device))
 
 
 def _round(n: int, m: int) -> int:
@@ -196,7 +233,7 @@ def _in_groups(fn, groups: int, wide: list[torch.Tensor | None], narrow: list[to
     return tuple(whole)
 
 
-def _rows(x: torch.Tensor, docs: tuple | None) -> torch.Tensor:
+def _rows(x: torch.Tensor, docs: Varlen | None) -> torch.Tensor:
     """[B, H, S, D] as FlashAttention takes it: [B, S, H, D], or over documents [B x S, H, D] (a view
     where x is one of a [B, S, H, D] buffer, as projections make them)."""
     x = x.transpose(1, 2)
@@ -209,29 +246,32 @@ def _heads(x: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     return x.view(b, s, h, d).transpose(1, 2)
 
 
-def _flash(q, k, v, scale: float, args: tuple[bool, tuple[int, int] | None], docs: tuple | None):
-    """docs: documents()' (cumulative lengths, longest) for the variable-length kernel."""
+def _lengths(q: torch.Tensor, k: torch.Tensor, docs: Varlen | None) -> tuple:
+    """(cu_seqlens_q, cu_seqlens_k, max_q, max_k) of the FA2 entry points."""
+    return (None, None, q.shape[2], k.shape[2]) if docs is None else docs[:4]
+
+
+def _flash(q, k, v, scale: float, args: tuple[bool, tuple[int, int] | None], docs: Varlen | None):
     causal, window = args
     left, right = window if window else (None, None)
-    cu, longest = docs or (None, None)
     out, lse, *_ = aten._flash_attention_forward(
-        _rows(q, docs), _rows(k, docs), _rows(v, docs), cu, cu, longest or q.shape[2], longest or k.shape[2], 0.0,
-        causal, False, scale=scale, window_size_left=left, window_size_right=right)
+        _rows(q, docs), _rows(k, docs), _rows(v, docs), *_lengths(q, k, docs), 0.0, causal, False, scale=scale,
+        window_size_left=left, window_size_right=right)
     if docs is not None:   # the statistics [H, B x S]
         lse = lse.view(q.shape[1], q.shape[0], q.shape[2]).transpose(0, 1)
     return _heads(out, q), lse
 
 
-def _flash_grad(dout, q, out, lse, k, v, scale: float, args: tuple[bool, tuple[int, int] | None], docs: tuple | None):
+def _flash_grad(dout, q, out, lse, k, v, scale: float, args: tuple[bool, tuple[int, int] | None],
+                docs: Varlen | None):
     causal, window = args
     left, right = window if window else (None, None)
-    cu, longest = docs or (None, None)
     o, do = (x if x.stride(-1) == 1 else x.contiguous() for x in (_rows(out, docs), _rows(dout, docs)))
     lse = (lse if docs is None else lse.transpose(0, 1).reshape(lse.shape[1], -1)).contiguous()
     rng = torch.empty(2, dtype=torch.uint64, device=q.device)   # read only under dropout
     dq, dk, dv = aten._flash_attention_backward(
-        do, _rows(q, docs), _rows(k, docs), _rows(v, docs), o, lse, cu, cu, longest or q.shape[2],
-        longest or k.shape[2], 0.0, causal, rng, rng, scale=scale, window_size_left=left, window_size_right=right)
+        do, _rows(q, docs), _rows(k, docs), _rows(v, docs), o, lse, *_lengths(q, k, docs), 0.0, causal,
+        rng, rng, scale=scale, window_size_left=left, window_size_right=right)
     return _heads(dq, q), _heads(dk, k), _heads(dv, v)
 
 
@@ -268,14 +308,17 @@ def attention(q, k, v, causal: bool, scale: float, kv_groups: int, window: int =
     the whole sequence every row sees its own key."""
     flash = _flash_args(q, k, causal, window, offset, doc_pos, positions)
     if flash is not None:
-        docs = None if doc_pos is None else documents(doc_pos, q.device)
-        return _in_groups(lambda q, k, v: _flash(q, k, v, scale, flash, docs), _groups(q, k), [q], [k, v])
-    bias, causal, seen = _masking(q, k, causal, window, offset, doc_pos, positions)
-    if _cuda(q):
-        out, lse = _in_groups(lambda *x: _efficient(*x, causal, scale, kv_groups), _groups(q, k), [q, bias], [k, v])
-    else:   # the CPU flash kernel takes grouped K/V as they are
-        out, lse = aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal, attn_mask=bias,
-                                                                    scale=scale)[:2]
+        docs = None if doc_pos is None else documents(doc_pos, k.shape[2], positions, q.device)
+        out, lse = _in_groups(lambda q, k, v: _flash(q, k, v, scale, flash, docs), _groups(q, k), [q], [k, v])
+        seen = None if docs is None else docs.seen   # FA2 gives such rows out 0 and lse +inf
+    else:
+        bias, causal, seen = _masking(q, k, causal, window, offset, doc_pos, positions)
+        if _cuda(q):
+            out, lse = _in_groups(lambda *x: _efficient(*x, causal, scale, kv_groups), _groups(q, k), [q, bias],
+                                  [k, v])
+        else:   # the CPU flash kernel takes grouped K/V as they are
+            out, lse = aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal, attn_mask=bias,
+                                                                        scale=scale)[:2]
     if seen is not None and positions is not None:
         out = out.masked_fill(~seen[:, None, :, None], 0.0)
         lse = lse.masked_fill(~seen[:, None, :], float("-inf"))
@@ -287,7 +330,7 @@ def attention_grad(dout, q, k, v, out, lse, causal: bool, scale: float, kv_group
                    positions: tuple[torch.Tensor, torch.Tensor] | None = None):
     flash = _flash_args(q, k, causal, window, offset, doc_pos, positions)
     if flash is not None:
-        docs = None if doc_pos is None else documents(doc_pos, q.device)
+        docs = None if doc_pos is None else documents(doc_pos, k.shape[2], positions, q.device)
         return _in_groups(lambda *x: _flash_grad(*x, scale, flash, docs), _groups(q, k), [dout, q, out, lse], [k, v])
     bias, causal, _ = _masking(q, k, causal, window, offset, doc_pos, positions)
     if not _cuda(q):

@@ -34,3 +34,19 @@ func.func @backward(%q: !torch.vtensor<[1,4,256,64],f32>, %k: !torch.vtensor<[1,
   %g:3 = "sp.attention_grad"(%dout, %q, %k, %v, %out, %lse, %docs) {causal = true, kv_groups = 2 : i64, scale = 0.125 : f64, window = 0 : i64} : (!torch.vtensor<[1,4,256,64],f32>, !torch.vtensor<[1,4,256,64],f32>, !torch.vtensor<[1,2,256,64],f32>, !torch.vtensor<[1,2,256,64],f32>, !torch.vtensor<[1,4,256,64],f32>, !torch.vtensor<[1,4,256],f32>, !torch.vtensor<[1,256],si64>) -> (!torch.vtensor<[1,4,256,64],f32>, !torch.vtensor<[1,2,256,64],f32>, !torch.vtensor<[1,2,256,64],f32>)
   return %g#0, %g#1, %g#2 : !torch.vtensor<[1,4,256,64],f32>, !torch.vtensor<[1,2,256,64],f32>, !torch.vtensor<[1,2,256,64],f32>
 }
+// -----
+func.func @forward(%q: !torch.vtensor<[1,4,256,64],bf16>, %k: !torch.vtensor<[1,2,256,64],bf16>, %v: !torch.vtensor<[1,2,256,64],bf16>, %docs: !torch.vtensor<[1,256],si64>) -> (!torch.vtensor<[1,4,256,64],bf16>, !torch.vtensor<[1,4,256],f32>) attributes {sp.args = ["param:q", "param:k", "param:v", "input:doc_pos"], sp.results = ["saved:0", "saved:1"]} {
+  %o:2 = "sp.ring_attention"(%q, %k, %v, %docs) {causal = true, kv_groups = 2 : i64, scale = 0.125 : f64, window = 0 : i64, group = "sp"} : (!torch.vtensor<[1,4,256,64],bf16>, !torch.vtensor<[1,2,256,64],bf16>, !torch.vtensor<[1,2,256,64],bf16>, !torch.vtensor<[1,256],si64>) -> (!torch.vtensor<[1,4,256,64],bf16>, !torch.vtensor<[1,4,256],f32>)
+  return %o#0, %o#1 : !torch.vtensor<[1,4,256,64],bf16>, !torch.vtensor<[1,4,256],f32>
+}
+func.func @backward(%out: !torch.vtensor<[1,4,256,64],bf16>, %lse: !torch.vtensor<[1,4,256],f32>) -> (!torch.vtensor<[1,4,256],f32>) attributes {sp.args = ["saved:0", "saved:1"], sp.results = ["grad:lse"]} {
+  return %lse : !torch.vtensor<[1,4,256],f32>
+}
+// -----
+func.func @forward(%q: !torch.vtensor<[1,4,256,64],bf16>, %k: !torch.vtensor<[1,2,256,64],bf16>, %v: !torch.vtensor<[1,2,256,64],bf16>, %docs: !torch.vtensor<[1,256],si64>) -> (!torch.vtensor<[1,4,256,64],bf16>, !torch.vtensor<[1,4,256],f32>) attributes {sp.args = ["param:q", "param:k", "param:v", "input:doc_pos"], sp.results = ["saved:0", "saved:1"]} {
+  %o:2 = "sp.ring_attention"(%q, %k, %v, %docs) {causal = true, kv_groups = 2 : i64, scale = 0.125 : f64, window = 64 : i64, group = "sp"} : (!torch.vtensor<[1,4,256,64],bf16>, !torch.vtensor<[1,2,256,64],bf16>, !torch.vtensor<[1,2,256,64],bf16>, !torch.vtensor<[1,256],si64>) -> (!torch.vtensor<[1,4,256,64],bf16>, !torch.vtensor<[1,4,256],f32>)
+  return %o#0, %o#1 : !torch.vtensor<[1,4,256,64],bf16>, !torch.vtensor<[1,4,256],f32>
+}
+func.func @backward(%out: !torch.vtensor<[1,4,256,64],bf16>, %lse: !torch.vtensor<[1,4,256],f32>) -> (!torch.vtensor<[1,4,256],f32>) attributes {sp.args = ["saved:0", "saved:1"], sp.results = ["grad:lse"]} {
+  return %lse : !torch.vtensor<[1,4,256],f32>
+}

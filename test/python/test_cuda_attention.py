@@ -51,15 +51,29 @@ def test_flash_only_where_it_applies():
     assert kernels.cuda_flash(True, 64, S, S, False, 0, 0, False) == (False, None)
     assert kernels.cuda_flash(True, 64, S, S, True, 8, 0, False) == (False, (7, 0))
     assert kernels.cuda_flash(False, 64, S, S, True, 0, 0, False) is None       # fp32
-    assert kernels.cuda_flash(True, 64, S, S, True, 0, 0, True) == (True, None)  # documents: causal within each
-    assert kernels.cuda_flash(True, 64, S, S, False, 0, 0, True) == (True, None)
+    assert kernels.cuda_flash(True, 64, S, S, True, 0, 0, True) == (True, None)  # documents: each a sequence
+    assert kernels.cuda_flash(True, 64, S, S, False, 0, 0, True) == (False, None)  # a ring block before q's
     assert kernels.cuda_flash(True, 64, S, S, True, 8, 0, True) == (False, (7, 0))
-    assert kernels.cuda_flash(True, 64, S, S // 2, True, 0, 0, True) is None     # documents of a block: a mask
+    assert kernels.cuda_flash(True, 64, S, S, True, 8, 4, True) is None          # a window's block: a mask
     assert kernels.cuda_flash(True, 64, S, S, True, 0, 0, True, rocm=True) is None
     assert kernels.cuda_flash(True, 68, S, S, True, 0, 0, False) is None        # head dim not a multiple of 8
     assert kernels.cuda_flash(True, 320, S, S, True, 0, 0, False) is None       # head dim over 256
     assert kernels.cuda_flash(True, 64, S, S, True, 8, 0, False, rocm=True) is None   # ROCm's build
     assert kernels.cuda_flash(True, 64, S, S, True, 4, 8, False) is None        # no key in reach: left < 0
+
+
+def test_documents_batch():
+    """The variable-length batch: over the whole sequence each document is a sequence of q's and k's
+    rows; for a block of keys before the queries (a ring's), the keys of the first query's document
+    pair with its queries, the keys before it form a sequence without queries, and the later
+    documents' queries see no key."""
+    whole = kernels.documents(torch.tensor([[0, 1, 2, 0, 1], [0, 1, 2, 3, 4]]), 5, None, torch.device("cpu"))
+    assert whole.cu_q.tolist() == whole.cu_k.tolist() == [0, 3, 5, 10] and whole.cu_q.dtype == torch.int32
+    assert (whole.max_q, whole.max_k, whole.seen) == (5, 5, None)
+    block = kernels.documents(torch.tensor([[2, 3, 0, 1]]), 4, (torch.arange(4, 8), torch.arange(4)),
+                              torch.device("cpu"))
+    assert (block.cu_q.tolist(), block.cu_k.tolist(), block.max_q, block.max_k) == ([0, 0, 2, 4], [0, 2, 4, 4], 2, 2)
+    assert block.seen.tolist() == [[True, True, False, False]]
 
 
 def _inputs(device: str, dtype: torch.dtype, kv_heads: int) -> list[torch.Tensor]:
@@ -156,7 +170,7 @@ class _FA2Contract:
     says (flash_api.cpp, the meta kernels): q [B, Sq, H, D] and k / v [B, Sk, Hk, D], or over a
     variable-length batch [total, H, D] with int32 cumulative lengths; query head h reads K/V head
     h // (H / Hk); the causal mask and the (left, right) window aligned to each sequence's last rows;
-    lse [B, H, Sq] fp32, or [H, total]; the backward recomputes the probabilities from the lse it is
+    lse [B, H, Sq] fp32, or [H, total]; a query that sees no key gets out 0 and lse +inf; the backward recomputes the probabilities from the lse it is
     given and uses out (D = rowsum(dout * out)), as FA2's does. It checks what FA2 checks."""
 
     def __getattr__(self, name):
@@ -169,10 +183,12 @@ class _FA2Contract:
         if cu is None:
             assert (q.shape[1], k.shape[1]) == (max_q, max_k)
             return [(slice(None), slice(None), b) for b in range(q.shape[0])]
-        assert cu.dtype == torch.int32 and q.dim() == 3
-        lengths = cu.diff()
-        assert int(lengths.max()) <= max_q and int(cu[-1]) == q.shape[0] == k.shape[0]
-        return [(slice(int(a), int(b)), slice(int(a), int(b)), None) for a, b in zip(cu[:-1], cu[1:])]
+        cu_q, cu_k = cu
+        assert cu_q.dtype == cu_k.dtype == torch.int32 and q.dim() == 3 and len(cu_q) == len(cu_k)
+        assert int(cu_q.diff().max()) <= max_q and int(cu_k.diff().max()) <= max_k
+        assert int(cu_q[-1]) == q.shape[0] and int(cu_k[-1]) == k.shape[0]
+        return [(slice(int(a), int(b)), slice(int(c), int(d)), None)
+                for a, b, c, d in zip(cu_q[:-1], cu_q[1:], cu_k[:-1], cu_k[1:])]
 
     @staticmethod
     def _probs(q, k, lse, causal, left, right, scale):
@@ -201,10 +217,11 @@ class _FA2Contract:
             lse = torch.empty(q.shape[0], q.shape[2], q.shape[1], dtype=torch.float32)
         else:
             lse = torch.empty(q.shape[1], q.shape[0], dtype=torch.float32)
-        for qs, ks, b in self._sequences(q, k, cu_q, max_q, max_k):
+        for qs, ks, b in self._sequences(q, k, None if cu_q is None else (cu_q, cu_k), max_q, max_k):
             one = (lambda x, s: x[b, s]) if b is not None else (lambda x, s: x[s])
             groups = q.shape[-2] // k.shape[-2]
             p, l = self._probs(one(q, qs), one(k, ks), None, causal, window_size_left, window_size_right, scale)
+            l = l.nan_to_num(posinf=float("inf"), neginf=float("inf"))   # no key: out 0 and lse +inf
             o = torch.einsum("hqk,khd->qhd", p, one(v, ks).float().repeat_interleave(groups, 1))
             if b is not None:
                 out[b] = o.to(q.dtype)
@@ -220,7 +237,7 @@ class _FA2Contract:
         assert lse.shape == ((q.shape[0], q.shape[2], q.shape[1]) if cu_q is None else (q.shape[1], q.shape[0]))
         dq, dk, dv = (torch.empty_like(x) for x in (q, k, v))
         groups = q.shape[-2] // k.shape[-2]
-        for qs, ks, b in self._sequences(q, k, cu_q, max_q, max_k):
+        for qs, ks, b in self._sequences(q, k, None if cu_q is None else (cu_q, cu_k), max_q, max_k):
             one = (lambda x, s: x[b, s]) if b is not None else (lambda x, s: x[s])
             stats = lse[b] if b is not None else lse[:, qs]
             p, _ = self._probs(one(q, qs), one(k, ks), stats, causal, window_size_left, window_size_right, scale)
@@ -233,7 +250,7 @@ class _FA2Contract:
                      torch.einsum("hqk,qhd->khd", p, do))
             for whole, part, s in zip((dq, dk, dv), parts, (qs, ks, ks)):
                 if part.shape[1] != whole.shape[-2]:   # query heads summed to their K/V head
-                    part = part.view(part.shape[0], -1, groups, part.shape[-1]).sum(2)
+                    part = part.view(part.shape[0], whole.shape[-2], groups, part.shape[-1]).sum(2)
                 if b is not None:
                     whole[b, s] = part.to(whole.dtype)
                 else:
@@ -275,3 +292,72 @@ def test_flash_calls_against_its_contract(monkeypatch, kv_heads, window, docs, g
         assert (g.shape, g.dtype) == (w.shape, w.dtype), name
         err = (g.float() - w.float()).abs()
         assert float(err.max()) <= 2 ** -6 * float(w.float().abs().max()), (name, float(err.max()))
+
+
+class _Mesh:
+    """What ring_attention's block helpers ask of a mesh: rank `index` of `n` in one group."""
+
+    def __init__(self, n: int, index: int, zigzag: bool):
+        self.n, self.i, self.zz = n, index, zigzag
+
+    def index(self, group: str) -> int:
+        return self.i
+
+    def size(self, group: str) -> int:
+        return self.n
+
+    def zigzag(self, group: str) -> bool:
+        return self.zz
+
+
+def _block(x: torch.Tensor, n: int, i: int, zigzag: bool, dim: int) -> torch.Tensor:
+    """Rank i's rows of x along dim, as the mesh shards the sequence."""
+    if not zigzag:
+        return x.chunk(n, dim)[i]
+    c = x.chunk(2 * n, dim)
+    return torch.cat([c[i], c[2 * n - 1 - i]], dim)
+
+
+@pytest.mark.parametrize("zigzag", [False, True])
+def test_ring_blocks_over_documents_against_contract(monkeypatch, zigzag):
+    """Every ring block a rank attends (3 ranks, 48 positions) with packed documents, as FA2's
+    variable-length batch through the CPU stand-in, against the CPU kernels with the block's dense
+    document mask: documents crossing blocks, queries that see nothing of a block (out 0, lse -inf),
+    zigzag's two chunks; the backward with the whole sequence's out and lse, as the ring runs it."""
+    from autosp.runtime import ring_attention
+    from autosp.runtime.documents import doc_positions
+    n, s = 3, 48
+    g = torch.Generator().manual_seed(1)
+    q, k, v, dout = (torch.randn(B, s, h, D, generator=g).to(torch.bfloat16).transpose(1, 2) for h in (H, 2, 2, H))
+    pos = torch.tensor([[*range(5), *range(20), *range(3), *range(20)], [*range(30), *range(18)]])
+    doc_pos = doc_positions(pos, None)
+    flags = (D ** -0.5, H // 2)
+    whole_out, whole_lse = kernels.attention(q, k, v, True, *flags, doc_pos=doc_pos)
+    cut = lambda x, i, dim=2: _block(x, n, i, zigzag, dim)  # noqa: E731
+    runs = 0
+    for i in range(n):
+        mesh = _Mesh(n, i, zigzag)
+        for j in range(n):
+            part = ring_attention._part(mesh, "sp", True, 0, s // n, j)
+            if part is None:
+                continue
+            qs, ks, diagonal, offset = part
+            docs = ring_attention._documents(mesh, "sp", cut(doc_pos, i, 1), qs, ks, j, s // n)
+            operands = [cut(q, i)[:, :, qs], cut(k, j)[:, :, ks], cut(v, j)[:, :, ks]]
+            grad_in = [cut(dout, i)[:, :, qs], operands[0], *operands[1:], cut(whole_out, i)[:, :, qs],
+                       cut(whole_lse, i)[..., qs]]
+            results = []
+            with monkeypatch.context() as m:
+                for stand_in in (False, True):
+                    if stand_in:
+                        m.setattr(kernels, "_cuda", lambda x: True)
+                        m.setattr(kernels, "aten", _FA2Contract())
+                    out, lse = kernels.attention(*operands, diagonal, *flags, 0, offset, **docs)
+                    results.append([out, lse, *kernels.attention_grad(*grad_in, diagonal, *flags, 0, offset, **docs)])
+            runs += 1
+            want, got = results
+            assert torch.equal(got[1].isinf(), want[1].isinf()), (i, j)
+            for name, a, w in zip(("out", "lse", "dq", "dk", "dv"), got, want):
+                a, w = (x.float().nan_to_num(neginf=0.0) for x in (a, w))
+                assert float((a - w).abs().max()) <= 2 ** -6 * float(w.abs().max()), (name, i, j)
+    assert runs == (9 if zigzag else 6)
