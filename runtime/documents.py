@@ -6,9 +6,11 @@ document, and a new document starts wherever position_ids does not step by one
 lengths over the flattened [batch x seq] tokens) say the same. Attention reads each token's position
 in its document (`doc_pos`): a query attends to the keys of its own document up to itself.
 
-An attention_mask (1: token, 0: padding) must pad on the right, as training batches do: its pad
-tokens become documents of their own and their labels count as -100 (ignored), so the loss and the
-gradients are those of the tokens, exactly. Left padding is refused: there the first token's label
+An attention_mask (1: token, 0: padding) must pad on the right, as training batches do: a row's pad
+tokens become one document after its tokens and their labels count as -100 (ignored), so the loss
+and the gradients are those of the tokens, exactly (no token reads a pad, and a pad's gradient is
+0). One document, not one per pad: each is a sequence of FlashAttention's variable-length batch,
+whose backward holds 128 rows of fp32 per sequence. Left padding is refused: there the first token's label
 is predicted at a pad position, whose attention sees no token (eager Hugging Face attends it to
 every position instead), so no exact meaning exists for it."""
 from __future__ import annotations
@@ -35,12 +37,16 @@ def positions_from_cu_seqlens(cu_seqlens: torch.Tensor, batch: int, seq: int) ->
 
 
 def doc_positions(position_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
-    """Each token's position in its document, [batch, seq] int64."""
+    """Each token's position in its document, [batch, seq] int64; a row's pads (right padding) are
+    one document, whatever their position_ids."""
     idx = torch.arange(position_ids.shape[1], device=position_ids.device).expand_as(position_ids)
     start = torch.ones_like(position_ids, dtype=torch.bool)
     start[:, 1:] = position_ids[:, 1:] != position_ids[:, :-1] + 1
     if attention_mask is not None:
-        start |= attention_mask == 0
+        pad = attention_mask == 0
+        first_pad = pad.clone()
+        first_pad[:, 1:] &= ~pad[:, :-1]
+        start = torch.where(pad, first_pad, start)
     first = torch.where(start, idx, torch.zeros_like(idx)).cummax(dim=1).values
     return idx - first
 

@@ -24,12 +24,15 @@ def test_doc_positions_follow_transformers():
     assert doc_positions(pos, None).tolist()[0] == [0, 1, 2, 0, 1, 0, 1, 2, 0, 1]
 
 
-def test_padding_is_documents_of_its_own():
-    ids = torch.zeros(1, 6, dtype=torch.long)
-    mask = torch.tensor([[1, 1, 1, 1, 0, 0]])
-    _, labels, pos, doc_pos = step_inputs(ids, torch.ones(1, 6, dtype=torch.long), mask, None, None)
-    assert labels.tolist() == [[1, 1, 1, 1, -100, -100]]
-    assert pos.tolist() == [[0, 1, 2, 3, 4, 5]] and doc_pos.tolist() == [[0, 1, 2, 3, 0, 0]]
+def test_padding_is_one_document():
+    """A row's pads are one document after its tokens, also where position_ids repeat over them (as
+    Hugging Face's collators fill them), and their labels are ignored."""
+    ids = torch.zeros(2, 6, dtype=torch.long)
+    mask = torch.tensor([[1, 1, 1, 1, 0, 0], [1, 1, 0, 0, 0, 0]])
+    given = torch.tensor([[0, 1, 2, 3, 4, 5], [0, 1, 1, 1, 1, 1]])
+    _, labels, pos, doc_pos = step_inputs(ids, torch.ones(2, 6, dtype=torch.long), mask, given, None)
+    assert labels.tolist() == [[1, 1, 1, 1, -100, -100], [1, 1, -100, -100, -100, -100]]
+    assert pos.tolist() == given.tolist() and doc_pos.tolist() == [[0, 1, 2, 3, 0, 1], [0, 1, 0, 1, 2, 3]]
 
 
 def test_cu_seqlens():
