@@ -3,9 +3,9 @@ chosen by device. On CUDA, fp16/bf16 attention runs FlashAttention-2, which read
 their own head count, takes a causal sliding window as two bounds and packed documents as its
 variable-length batch (each document a sequence of its own, in a ring block too); fp32, and a ring
 block's documents under a window, run the memory-efficient kernel, which wants K/V repeated to the
-query heads and a dense additive mask. `lse` is the softmax statistics [B, H, rows of q] (fp32), kept for the
-backward. `workspace_bytes` says what each CUDA kernel holds beside its operands and results, for the
-memory plan. Dropout with the program's own generator."""
+query heads and a dense additive mask. `lse` is the softmax statistics [B, H, rows of q] (fp32),
+kept for the backward. `workspace_bytes` says what each CUDA kernel holds beside its operands and
+results, for the memory plan. Dropout with the program's own generator."""
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -26,7 +26,7 @@ def cuda_flash(half: bool, head_dim: int, rows_q: int, rows_k: int, causal: bool
     its causal mask and window are aligned to the last rows of q and k, so query row a (position a +
     offset from k's first) seeing keys b with 0 <= a + offset - b < window is the window (left, right)
     around row a + rows_k - rows_q when both bounds are >= 0. docs: packed documents, each with its rows
-    of k a sequence of FA2's variable-length batch (documents()), where a window needs q's rows to be
+    of k a sequence of FA2's variable-length batch (varlen_batch()), where a window needs q's rows to be
     k's. ROCm's build takes neither windows nor documents."""
     if not half or head_dim % 8 or head_dim > 256 or rocm and (window or docs):
         return None
@@ -69,7 +69,7 @@ class Varlen(NamedTuple):
     seen: torch.Tensor | None
 
 
-def documents(doc_pos: torch.Tensor, rows_k: int, positions: tuple[torch.Tensor, torch.Tensor] | None,
+def varlen_batch(doc_pos: torch.Tensor, rows_k: int, positions: tuple[torch.Tensor, torch.Tensor] | None,
               device: torch.device) -> Varlen:
     """The variable-length batch of packed documents, rows of q and k flattened over the batch: each
     run of q's rows in one document (its start: position - doc_pos) is a sequence, with k's rows from
@@ -308,7 +308,7 @@ def attention(q, k, v, causal: bool, scale: float, kv_groups: int, window: int =
     the whole sequence every row sees its own key."""
     flash = _flash_args(q, k, causal, window, offset, doc_pos, positions)
     if flash is not None:
-        docs = None if doc_pos is None else documents(doc_pos, k.shape[2], positions, q.device)
+        docs = None if doc_pos is None else varlen_batch(doc_pos, k.shape[2], positions, q.device)
         out, lse = _in_groups(lambda q, k, v: _flash(q, k, v, scale, flash, docs), _groups(q, k), [q], [k, v])
         seen = None if docs is None else docs.seen   # FA2 gives such rows out 0 and lse +inf
     else:
@@ -330,7 +330,7 @@ def attention_grad(dout, q, k, v, out, lse, causal: bool, scale: float, kv_group
                    positions: tuple[torch.Tensor, torch.Tensor] | None = None):
     flash = _flash_args(q, k, causal, window, offset, doc_pos, positions)
     if flash is not None:
-        docs = None if doc_pos is None else documents(doc_pos, k.shape[2], positions, q.device)
+        docs = None if doc_pos is None else varlen_batch(doc_pos, k.shape[2], positions, q.device)
         return _in_groups(lambda *x: _flash_grad(*x, scale, flash, docs), _groups(q, k), [dout, q, out, lse], [k, v])
     bias, causal, _ = _masking(q, k, causal, window, offset, doc_pos, positions)
     if not _cuda(q):

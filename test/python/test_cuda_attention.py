@@ -67,10 +67,10 @@ def test_documents_batch():
     rows; for a block of keys before the queries (a ring's), the keys of the first query's document
     pair with its queries, the keys before it form a sequence without queries, and the later
     documents' queries see no key."""
-    whole = kernels.documents(torch.tensor([[0, 1, 2, 0, 1], [0, 1, 2, 3, 4]]), 5, None, torch.device("cpu"))
+    whole = kernels.varlen_batch(torch.tensor([[0, 1, 2, 0, 1], [0, 1, 2, 3, 4]]), 5, None, torch.device("cpu"))
     assert whole.cu_q.tolist() == whole.cu_k.tolist() == [0, 3, 5, 10] and whole.cu_q.dtype == torch.int32
     assert (whole.max_q, whole.max_k, whole.seen) == (5, 5, None)
-    block = kernels.documents(torch.tensor([[2, 3, 0, 1]]), 4, (torch.arange(4, 8), torch.arange(4)),
+    block = kernels.varlen_batch(torch.tensor([[2, 3, 0, 1]]), 4, (torch.arange(4, 8), torch.arange(4)),
                               torch.device("cpu"))
     assert (block.cu_q.tolist(), block.cu_k.tolist(), block.max_q, block.max_k) == ([0, 0, 2, 4], [0, 2, 4, 4], 2, 2)
     assert block.seen.tolist() == [[True, True, False, False]]
