@@ -117,9 +117,8 @@ def _workspace(op, name: str) -> int:
     itemsize = ELEMENT_TYPES[dtype_str(q.type)].itemsize
     causal, window = bool(int_attr(op, "causal")), int_attr(op, "window")
     docs = len(op.operation.operands) in (4, 7)   # the optional document positions, last
-    ring = name in (RING_ATTENTION, RING_ATTENTION_GRAD)   # whose blocks mask documents under a window densely
-    flash = not (docs and ring and window) \
-        and kernels.cuda_flash(itemsize == 2, d, rows, rows, causal, window, 0, docs) is not None
+    ring = name in (RING_ATTENTION, RING_ATTENTION_GRAD)
+    flash = kernels.op_flash(itemsize == 2, d, rows, causal, window, docs, ring)
     return kernels.workspace_bytes(b, heads, kv_heads, rows, rows, d, itemsize, flash,
                                    name in (LOCAL_ATTENTION_GRAD, RING_ATTENTION_GRAD), docs, window)
 

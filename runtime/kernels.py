@@ -41,6 +41,14 @@ def cuda_flash(half: bool, head_dim: int, rows_q: int, rows_k: int, causal: bool
     return (False, (left, right)) if left >= 0 and right >= 0 else None
 
 
+def op_flash(half: bool, head_dim: int, rows: int, causal: bool, window: int, docs: bool, ring: bool) -> bool:
+    """Whether CUDA runs an attention op (rows of q and k each) with FlashAttention-2, as _flash_args
+    decides at its calls; a ring's judged by its diagonal block (its documents under a window are a
+    mask)."""
+    return not (docs and ring and window) and \
+        cuda_flash(half, head_dim, rows, rows, causal or docs and not ring, window, 0, docs) is not None
+
+
 def _cuda(x: torch.Tensor) -> bool:
     """Whether x is on a CUDA (or ROCm) device: the CUDA kernels' branch (a test takes it on `meta`)."""
     return x.device.type == "cuda"
@@ -144,7 +152,8 @@ def workspace_bytes(batch: int, heads: int, kv_heads: int, rows_q: int, rows_k: 
         kernel = 2 * wide * grouped
     results = (q + 2 * kv if backward else q + 4 * batch * h * rows_q) if groups > 1 else 0
     mask_rows = 0 if flash else batch if docs else int(bool(window))
-    mask = mask_rows * rows_q * (_round(rows_k, CUDA_BIAS_ALIGN) * itemsize + rows_k) + rows_q * rows_k * bool(mask_rows)
+    mask = mask_rows * rows_q * (_round(rows_k, CUDA_BIAS_ALIGN) * itemsize + rows_k) \
+        + rows_q * rows_k * bool(mask_rows)
     return kernel + results + mask
 
 

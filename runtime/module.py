@@ -205,6 +205,6 @@ def load(path: str, timeout_s: float = DEFAULT_TIMEOUT_S, cuda_graphs: bool = Fa
     Its collectives give up after timeout_s seconds without an answer from a peer (CollectiveError
     naming the collective and the peers), and a rank whose step fails makes every rank fail it.
     cuda_graphs: on CUDA, capture the forward and backward programs at the second step and replay
-    them after (graphs.py); not for packed documents. kernels=False: the fused kernels run as the ATen ops they replaced even
-    where the artifact has objects for the device (to compare)."""
+    them after (graphs.py); not for packed documents. kernels=False: the fused kernels run as the
+    ATen ops they replaced even where the artifact has objects for the device (to compare)."""
     return CompiledModule(read(path), timeout_s, cuda_graphs, kernels)

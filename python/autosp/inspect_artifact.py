@@ -7,6 +7,7 @@ from collections import defaultdict
 
 from autosp.passes.ops import VIEWS
 from autosp.runtime.artifact import DTYPES, KERNEL, Artifact, ring_hops
+from autosp.runtime.kernels import op_flash
 from autosp.runtime.packing import packs
 from autosp.units import human
 
@@ -165,11 +166,29 @@ def _attention(prog: dict, plan: dict) -> list[str]:
             f"each of {r} ring ranks keeps {shards}, K/V blocks pass around the ring" + \
             (f" (in sliding windows of {', '.join(map(str, windows))}, only to the ranks they reach)" if windows else "")
     weighed = plan.get("attention", {}).get("bytes", {})
-    lines = [f"attention    {text}"]
+    lines = [f"attention    {text}", "             on CUDA: " + _cuda_kernels(prog["programs"]["forward"])]
     if weighed:
         lines.append("             bytes per rank per step: " + ", ".join(
             f"{k} {human(v)}" for k, v in sorted(weighed.items(), key=lambda kv: kv[1])))
     return lines
+
+
+def _cuda_kernels(program: dict) -> str:
+    """Which kernel CUDA runs each attention op of the forward with (runtime/kernels.py), counted."""
+    specs = {i: (a["shape"], a["dtype"]) for i, a in enumerate(program["args"])}
+    chosen: dict[str, int] = defaultdict(int)
+    for inst in program["instructions"]:
+        for r, sh, dt in zip(inst["out"], inst["shapes"], inst["dtypes"]):
+            specs[r] = (sh, dt)
+        if inst["op"] in ("sp.attention", "sp.ring_attention"):
+            (_, _, rows, d), dtype = specs[inst["args"][0]["r"]]
+            docs = len(inst["args"]) == 4   # the optional document positions
+            a = inst["attrs"]
+            flash = op_flash(DTYPES[dtype].itemsize == 2, d, rows, a["causal"], a.get("window", 0), docs,
+                             inst["op"] == "sp.ring_attention")
+            chosen[("FlashAttention-2" + " over documents (variable-length)" * docs) if flash else
+                   "the memory-efficient kernel" + " with a dense mask" * bool(docs or a.get("window", 0))] += 1
+    return ", ".join(f"{name} for {n} attention op{'s' * (n > 1)}" for name, n in chosen.items())
 
 
 def _result_specs(program: dict) -> list[tuple[list[int], str]]:

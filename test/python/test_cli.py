@@ -39,6 +39,7 @@ def test_inspect(art):
     # the label shift reads the replicated labels (sp-elide-halo): no exchange
     assert "sp.halo" not in r.stdout and "sp-partition-sequence{sp=2 dp=1 attention=auto}" in r.stdout
     assert "attention    ulysses: all-to-alls split the heads over 2 ranks" in r.stdout, r.stdout
+    assert "on CUDA: the memory-efficient kernel for 2 attention ops" in r.stdout, r.stdout   # fp32
     assert re.search(r"bytes per rank per step: ulysses 2 [\d.]+ KiB, ring 2 [\d.]+ KiB", r.stdout), r.stdout
     # the plan: saved, recomputed, tiled (32 local tokens; --tile 2: the head V=256 and the MLPs F=128 in 2)
     assert re.search(r"remat\s+sac: the forward saves \d+ tensors, [\d.]+ KiB per rank for the backward; "

@@ -62,6 +62,16 @@ def test_flash_only_where_it_applies():
     assert kernels.cuda_flash(True, 64, S, S, True, 4, 8, False) is None        # no key in reach: left < 0
 
 
+def test_op_flash():
+    """The plan's and inspect's view of an attention op: FA2 as its calls decide, a ring's by its
+    diagonal block; a ring's documents under a window are a mask."""
+    assert kernels.op_flash(True, 64, S, True, 0, False, False)
+    assert not kernels.op_flash(False, 64, S, True, 0, False, False)     # fp32
+    assert kernels.op_flash(True, 64, S, False, 0, True, False)      # documents over the whole sequence: causal
+    assert kernels.op_flash(True, 64, S, True, 0, True, True) and kernels.op_flash(True, 64, S, True, 8, True, False)
+    assert not kernels.op_flash(True, 64, S, True, 8, True, True)
+
+
 def test_documents_batch():
     """The variable-length batch: over the whole sequence each document is a sequence of q's and k's
     rows; for a block of keys before the queries (a ring's), the keys of the first query's document
@@ -170,8 +180,9 @@ class _FA2Contract:
     says (flash_api.cpp, the meta kernels): q [B, Sq, H, D] and k / v [B, Sk, Hk, D], or over a
     variable-length batch [total, H, D] with int32 cumulative lengths; query head h reads K/V head
     h // (H / Hk); the causal mask and the (left, right) window aligned to each sequence's last rows;
-    lse [B, H, Sq] fp32, or [H, total]; a query that sees no key gets out 0 and lse +inf; the backward recomputes the probabilities from the lse it is
-    given and uses out (D = rowsum(dout * out)), as FA2's does. It checks what FA2 checks."""
+    lse [B, H, Sq] fp32, or [H, total]; a query that sees no key gets out 0 and lse +inf; the
+    backward recomputes the probabilities from the lse it is given and uses out (D = rowsum(dout *
+    out)), as FA2's does. It checks what FA2 checks."""
 
     def __getattr__(self, name):
         return getattr(torch.ops.aten, name)
