@@ -536,15 +536,17 @@ def _ms(r: dict) -> str:
     return f"{r['time'] * 1e3:.1f}" if "time" in r else "-"
 
 
-def report(b: Bench, attention: list, correct: dict, times: dict, longest: dict, sim: dict) -> None:
-    spec, seq = b.spec, b.spec["seq"]
+def report_attention(b: Bench, attention: list) -> None:
     print(f"\n0. attention kernels on {b.d.dev.type} vs the CPU kernels (worst error / largest value; "
           f"within {ATTENTION_TOLERANCE:.3g}: ok)")
     for name, r in attention:
         errs = "  ".join(f"{n} {e:.1e}" for n, e in r.items()) if "error" not in r else r["error"]
         ok = "error" not in r and max(r.values()) <= ATTENTION_TOLERANCE
         print(f"   {name:24s} {'ok  ' if ok else 'FAIL'} {errs}")
-    print(f"\n1. correctness at S={seq} vs HF eager in the same precision (fp32: TF32 off)")
+
+
+def report_correctness(b: Bench, correct: dict) -> None:
+    print(f"\n1. correctness at S={b.spec['seq']} vs HF eager in the same precision (fp32: TF32 off)")
     print(f"   {'precision':9s} {'config':26s} {'loss':>12s} {'eager loss':>12s} {'loss rel err':>12s} "
           f"{'worst grad err':>14s} {'min cosine':>10s}")
     for (prec, n), r in correct.items():
@@ -553,6 +555,10 @@ def report(b: Bench, attention: list, correct: dict, times: dict, longest: dict,
         else:
             print(f"   {prec:9s} {n:26s} {r['loss']:>12.6f} {r['ref']:>12.6f} {r['loss_err']:>12.2e} "
                   f"{r['grad_err']:>14.2e} {r['cos']:>10.6f}")
+
+
+def report_times(b: Bench, times: dict) -> None:
+    seq = b.spec["seq"]
     print(f"\n2. step time (median of {b.steps} after {b.warmup} warmup) and peak at S={seq}"
           + ("" if b.d.cuda else " (CPU: peaks are autosp's own live bytes; HF has none)"))
     print(f"   {'config':26s} " + " | ".join(f"{p + ' ms':>9s} {'x eager':>7s} {'peak MiB':>9s} {'pred MiB':>9s} "
@@ -569,6 +575,10 @@ def report(b: Bench, attention: list, correct: dict, times: dict, longest: dict,
             ratio = f"{r['peak'] / pred:.3f}" if pred and r.get("peak") else "-"
             cells.append(f"{_ms(r):>9s} {x:>7s} {mib(r.get('peak')):>9s} {mib(pred):>9s} {ratio:>9s}")
         print(f"   {n:26s} " + " | ".join(cells))
+
+
+def report_longest(b: Bench, longest: dict) -> None:
+    spec = b.spec
     cap_note = f"under a {mib(spec['cap'])} MiB cap" if b.d.cuda else "(CPU: no cap, every probe that runs fits)"
     print(f"\n3. longest S of {spec['ladder']} {cap_note}")
     print(f"   {'config':18s} " + " | ".join(f"{p + ' S':>8s} {'x gc':>6s} {'peak MiB':>9s} {'pred MiB':>9s}"
@@ -585,6 +595,10 @@ def report(b: Bench, attention: list, correct: dict, times: dict, longest: dict,
                          f"{mib(r.get('predicted') if r else None):>9s}")
             whys.append(why[:40])
         print(f"   {n:18s} " + " | ".join(cells) + "   (" + "; ".join(whys) + ")")
+
+
+def report_simulation(b: Bench, sim: dict) -> None:
+    spec = b.spec
     print(f"\n4. per-rank simulation of sp={SIM_SP} (one rank, fake process group): Llama-3.1-8B shape, "
           f"{'tiny' if spec['tiny'] else '2 layers'}")
     print(f"   {'S':>7s} {'precision':9s} {'variant':16s} {'step ms':>9s} {'peak MiB':>9s} {'pred MiB':>9s} {'meas/pred':>9s} "
@@ -656,17 +670,19 @@ def run_all(args) -> None:
           f"{where}; torch {torch.__version__}")
     for prec, why in b.spec["unsupported"].items():
         print(f"note: {prec}: {why}")
-    print("0. attention kernels ...", flush=True)
-    attention = attention_check(b.d)
-    print("1. correctness ...", flush=True)
-    correct = b.correctness()
-    print("2. step times ...", flush=True)
+    # each section's table as soon as it is measured, line by line: a run cut short still shows what it measured
+    sys.stdout.reconfigure(line_buffering=True)
+    report_attention(b, attention_check(b.d))
+    print("\n1. correctness ...")
+    report_correctness(b, b.correctness())
+    print("\n2. step times ...")
     times = b.step_times()
-    print("3. longest S under the cap ...", flush=True)
+    report_times(b, times)
+    print("\n3. longest S under the cap ...")
     longest = b.longest()
-    print("4. per-rank simulation ...", flush=True)
-    sim = b.simulate(args.peak_tflops)
-    report(b, attention, correct, times, longest, sim)
+    report_longest(b, longest)
+    print("\n4. per-rank simulation ...")
+    report_simulation(b, b.simulate(args.peak_tflops))
     goals(b, times, longest)
     print(f"total {time.perf_counter() - t0:.0f} s")
 
