@@ -107,7 +107,9 @@ def varlen_batch(doc_pos: torch.Tensor, rows_k: int, positions: tuple[torch.Tens
     seen = ((k_hi > k_lo)[new.flatten().cumsum(0) - 1]).view(b, rows_q)
     cu = [torch.cat([torch.zeros(1, dtype=torch.long), x.cumsum(0)]).to(device=device, dtype=torch.int32)
           for x in (lens_q, lens_k)]
-    return Varlen(*cu, int(lens_q.max()), int(lens_k.max()), None if bool(seen.all()) else seen.to(device))
+    # the longest at least 2: with 1, FA2 reads one query per sequence (it folds grouped heads into the
+    # rows), which a sequence without queries breaks; a bound above the longest only sizes the grid
+    return Varlen(*cu, max(2, int(lens_q.max())), int(lens_k.max()), None if bool(seen.all()) else seen.to(device))
 
 
 def _round(n: int, m: int) -> int:

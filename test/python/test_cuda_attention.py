@@ -84,6 +84,8 @@ def test_documents_batch():
                               torch.device("cpu"))
     assert (block.cu_q.tolist(), block.cu_k.tolist(), block.max_q, block.max_k) == ([0, 0, 2, 4], [0, 2, 4, 4], 2, 2)
     assert block.seen.tolist() == [[True, True, False, False]]
+    ones = kernels.varlen_batch(torch.tensor([[0, 0, 0]]), 3, None, torch.device("cpu"))   # never 1: FA2's GQA fold
+    assert (ones.cu_q.tolist(), ones.max_q, ones.max_k) == ([0, 1, 2, 3], 2, 1)
 
 
 def _inputs(device: str, dtype: torch.dtype, kv_heads: int) -> list[torch.Tensor]:
