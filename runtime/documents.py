@@ -10,9 +10,9 @@ An attention_mask (1: token, 0: padding) must pad on the right, as training batc
 tokens become one document after its tokens and their labels count as -100 (ignored), so the loss
 and the gradients are those of the tokens, exactly (no token reads a pad, and a pad's gradient is
 0). One document, not one per pad: each is a sequence of FlashAttention's variable-length batch,
-whose backward holds 128 rows of fp32 per sequence. Left padding is refused: there the first token's label
-is predicted at a pad position, whose attention sees no token (eager Hugging Face attends it to
-every position instead), so no exact meaning exists for it."""
+whose backward holds 128 rows of fp32 per sequence. Left padding is refused: there the first
+token's label is predicted at a pad position, whose attention sees no token (eager Hugging Face
+attends it to every position instead), so no exact meaning exists for it."""
 from __future__ import annotations
 
 import torch
