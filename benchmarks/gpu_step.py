@@ -16,6 +16,9 @@ The model: a Llama (hidden 1024, 4 layers, heads 16/8, intermediate 2816, vocab 
 64, 2 layers, vocab 256), batch 1, sp = 1. Precisions: fp32 (TF32 matmuls for the timings, TF32 off
 for the correctness check) and bf16 (HF under torch.autocast(bfloat16) with fp32 parameters; autosp
 compiled with precision="bf16" when the installed autosp has it, else its rows say so).
+Every configuration runs under PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (as long-context
+training runs, ALST's recipe included; a value set in the environment is kept): the cap then limits
+the memory the step uses, not the allocator's fragmentation.
 
 Configurations:
   HF eager           model(input_ids=, labels=, use_cache=False).loss.backward(), attn "sdpa"
@@ -656,11 +659,12 @@ def goals(b: Bench, times: dict, longest: dict) -> None:
 
 def run_all(args) -> None:
     t0 = time.perf_counter()
+    os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")   # read when CUDA starts
     b = Bench(args.run, args.device, args.steps, args.warmup)
     if b.d.cuda:
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
         props = torch.cuda.get_device_properties(b.d.dev)
-        where = f"{props.name}, {props.total_memory / 2 ** 30:.0f} GiB"
+        where = f"{props.name}, {props.total_memory / 2 ** 30:.0f} GiB, {os.environ['PYTORCH_CUDA_ALLOC_CONF']}"
     else:
         torch.set_num_threads(args.threads)
         where = f"CPU, {torch.get_num_threads()} thread(s)"
