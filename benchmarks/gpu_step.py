@@ -16,9 +16,9 @@ The model: a Llama (hidden 1024, 4 layers, heads 16/8, intermediate 2816, vocab 
 64, 2 layers, vocab 256), batch 1, sp = 1. Precisions: fp32 (TF32 matmuls for the timings, TF32 off
 for the correctness check) and bf16 (HF under torch.autocast(bfloat16) with fp32 parameters; autosp
 compiled with precision="bf16" when the installed autosp has it, else its rows say so).
-Every configuration runs under PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (as long-context
-training runs, ALST's recipe included; a value set in the environment is kept): the cap then limits
-the memory the step uses, not the allocator's fragmentation.
+Every configuration runs under PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (a value set in the
+environment is kept): the cap then limits the memory the step uses, not the caching allocator's
+fragmentation, for the baselines and autosp alike.
 
 Configurations:
   HF eager           model(input_ids=, labels=, use_cache=False).loss.backward(), attn "sdpa"
