@@ -29,7 +29,8 @@ Configurations:
                      checkpointed chunks of --alst-chunk tokens (as ALST's tiled loss / Liger's fused
                      linear cross-entropy do): one chunk's logits live at a time
   autosp none|sac|auto   autosp.load(artifact, kernels=False) + load_state_dict: every op through ATen;
-                     auto compiled with memory_budget = cap
+                     auto compiled with memory_budget = cap and reserve = 64 MiB (cuBLAS's and
+                     cuBLASLt's workspaces, which the prediction does not count)
   ... +kernels       the same artifact (at the common S, compiled with cuda:90 kernel objects) with its
                      fused kernels launched from their objects (runtime/gpu_kernels.py)
   ... +kernels+graphs  and the step replayed as CUDA graphs (load(cuda_graphs=True): the first step
@@ -100,7 +101,9 @@ LLAMA = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "tie_word
 SHAPES = {
     "full": {"model": {"hidden_size": 1024, "intermediate_size": 2816, "num_hidden_layers": 4,
                        "num_attention_heads": 16, "num_key_value_heads": 8, "vocab_size": 32000},
-             "seq": 4096, "cap": "8GiB", "ladder": [1024, 2048, 4096, 8192, 16384, 32768, 65536, 98304, 131072, 196608, 262144],
+             # reserve: what CUDA's math libraries hold of the cap beside the step: cuBLAS's workspace (32 MiB per
+             # stream on Hopper by default) and cuBLASLt's, which torch may keep apart
+             "seq": 4096, "cap": "8GiB", "reserve": "64MiB", "ladder": [1024, 2048, 4096, 8192, 16384, 32768, 65536, 98304, 131072, 196608, 262144],
              "alst_chunk": 2048,
              # Llama-3.1-8B, 2 of its 32 layers
              "sim": {"hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 2,
@@ -111,7 +114,7 @@ SHAPES = {
              "sim_seqs": [65536, 131072]},
     "tiny": {"model": {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
                        "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256},
-             "seq": 128, "cap": "3MiB", "ladder": [64, 128, 256, 512], "alst_chunk": 32,
+             "seq": 128, "cap": "3MiB", "reserve": 0, "ladder": [64, 128, 256, 512], "alst_chunk": 32,
              "sim": {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
                      "num_attention_heads": 8, "num_key_value_heads": 2, "vocab_size": 256},
              "sim_seqs": [256, 512]},
@@ -131,13 +134,13 @@ def _write_config(path: str, cfg: dict) -> None:
 
 
 def _compile_one(model, seq: int, sp: int, remat: str, precision: str, budget: int, out: str, rel: str,
-                 targets: tuple[str, ...] = ()) -> dict:
+                 targets: tuple[str, ...] = (), reserve: int | str = 0) -> dict:
     """One artifact into out/rel; {path, predicted, remat, compile_s} or {error}."""
     import autosp
     from autosp.frontend import CompileError
     kw: dict = {"remat": remat, "targets": targets}
     if remat == "auto":
-        kw["memory_budget"] = budget
+        kw["memory_budget"], kw["reserve"] = budget, reserve
     if precision != "fp32":
         kw["precision"] = precision
     ids = torch.zeros(1, seq, dtype=torch.long)
@@ -175,7 +178,7 @@ def compile_all(out: str, tiny: bool) -> None:
             for seq in [s for s in shape["ladder"] if s >= shape["seq"]]:      # below the common S all fit
                 key = f"{prec}/{policy}/{seq}"
                 r = _compile_one(model, seq, 1, policy, prec, cap, out, f"art/{prec}-{policy}-{seq}",
-                                 TARGETS if seq == shape["seq"] else ())
+                                 TARGETS if seq == shape["seq"] else (), shape["reserve"])
                 bench["artifacts"][key] = r
                 print(f"  {key:18s} " + (f"predicted {mib(r['predicted'])} MiB ({r['remat']}), {r['compile_s']:.1f} s"
                                          if "path" in r else r["error"]), flush=True)

@@ -196,16 +196,23 @@ def run_stages(value, c: Compilation, first: str = "capture") -> CompiledArtifac
 
 
 def options(sp: int, dp: int, remat: str, memory_budget: int | str | None, tile: int | str | None,
-            attention: str = "auto", length: int = 0):
-    """The sp stage's named pipeline, its options validated before anything runs."""
+            attention: str = "auto", length: int = 0, reserve: int | str = 0):
+    """The sp stage's named pipeline, its options validated before anything runs; its budget is
+    memory_budget less reserve."""
     from autosp.passes import OptionError, SpPipeline
-    from autosp.units import parse_bytes
+    from autosp.units import human, parse_bytes
     if remat == "auto" and memory_budget is None:
         raise CompileError("remat='auto' needs a memory_budget (bytes or a string like '12GiB')")
     try:
         budget = parse_bytes(memory_budget) if memory_budget is not None else None
+        held = parse_bytes(reserve) if reserve else 0
     except ValueError as e:
-        raise CompileError(f"memory_budget: {e}") from None
+        raise CompileError(f"memory_budget / reserve: {e}") from None
+    if held and budget is None:
+        raise CompileError(f"reserve={human(held)} is held out of a memory_budget: give one")
+    if held and budget <= held:
+        raise CompileError(f"memory_budget {human(budget)} leaves nothing for the step beside reserve {human(held)}")
+    budget = budget - held if budget is not None else None
     try:
         return SpPipeline(sp=sp, dp=dp, attention=attention, remat=remat, budget=budget, tile=str(tile or 0),
                           length=length)
@@ -232,7 +239,7 @@ def compile(model: nn.Module, example_inputs: tuple[torch.Tensor, torch.Tensor],
             remat: str = "sac", memory_budget: int | str | None = None, pipeline: str | None = None,
             tile: int | str | None = "auto", model_name: str | None = None, precision: str = "fp32",
             keep_ir: bool = False, attention: str = "auto", targets: tuple[str, ...] | list[str] = (),
-            packed: bool = False) -> CompiledArtifact:
+            packed: bool = False, reserve: int | str = 0) -> CompiledArtifact:
     """Compile one training step of `model` for sp-way sequence parallelism (x dp data parallel).
 
     example_inputs = (input_ids, labels), both [batch, seq]; only their shapes are used, and the model
@@ -240,7 +247,10 @@ def compile(model: nn.Module, example_inputs: tuple[torch.Tensor, torch.Tensor],
     saves for the backward, "none" | "full" | "sac" (see passes/sp_plan_remat.py), or "auto": the
     per-value plan with the least recompute cost whose predicted peak fits memory_budget
     (passes/sp_plan_remat_auto.py). memory_budget: bytes or "12GiB";
-    compiling fails above it, naming the predicted peak and its breakdown.
+    compiling fails above it, naming the predicted peak and its breakdown. reserve: the part of
+    memory_budget the device holds beside the step, which the prediction does not count (on CUDA,
+    cuBLAS keeps a workspace per stream: 32 MiB on Hopper by default); the step is planned to fit
+    memory_budget - reserve, the budget its errors name.
     tile: run the LM head + loss and the MLPs in token chunks (sp-tile-sequence): "auto" (default)
     picks the chunk counts from the vocabulary, intermediate and hidden sizes, N forces N chunks,
     None or 0 turns it off. pipeline: a pass pipeline to run instead of sp-pipeline{...}.
@@ -268,7 +278,7 @@ def compile(model: nn.Module, example_inputs: tuple[torch.Tensor, torch.Tensor],
                            f"{list(input_ids.shape)} and {list(labels.shape)}")
     batch, seq_len = input_ids.shape
     captured = padded_length(model, seq_len, sp) if pipeline is None else seq_len
-    named = options(sp, dp, remat, memory_budget, tile, attention, seq_len if captured != seq_len else 0)
+    named = options(sp, dp, remat, memory_budget, tile, attention, seq_len if captured != seq_len else 0, reserve)
     from autosp.lowering.triton_kernels import TARGETS
     unknown = [t for t in targets if t not in TARGETS]
     if unknown:

@@ -68,6 +68,13 @@ def test_auto_takes_least_recompute_that_fits():
         plan_for("2MiB")
     with pytest.raises(CompileError, match=r"remat='auto' needs a memory_budget"):
         autosp.compile(model, (ids, ids), sp=1, remat="auto")
+    # a reserve is held out of the budget: 64 KiB more budget and a 64 KiB reserve plan as the squeeze did
+    held = json.loads(autosp.compile(model, (ids, ids), sp=1, remat="auto", memory_budget=squeeze + 2**16,
+                                     reserve="64KiB").files["plan.json"])
+    assert (held["auto"]["budget_bytes"], held["auto"]["chosen"]) == (squeeze, auto["chosen"])
+    with pytest.raises(CompileError, match=r"^error: memory_budget 1\.0 MiB leaves nothing for the step beside reserve "
+                                           r"2\.0 MiB$"):
+        autosp.compile(model, (ids, ids), sp=1, remat="auto", memory_budget="1MiB", reserve="2MiB")
 
 
 def test_training_peak_counts_optimizer_states():

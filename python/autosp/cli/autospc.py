@@ -21,7 +21,7 @@ from autosp.runtime.collectives import DEFAULT_TIMEOUT_S
 def _compile(spec: str, seq_len: int, batch: int, sp: int, dp: int, out: str, remat: str = "sac",
              memory_budget: str | None = None, tile: str | None = None, keep_ir: bool = False,
              precision: str = "fp32", attention: str = "auto", targets: tuple[str, ...] = (),
-             packed: bool = False) -> None:
+             packed: bool = False, reserve: str | None = None) -> None:
     import torch
 
     import autosp
@@ -31,7 +31,8 @@ def _compile(spec: str, seq_len: int, batch: int, sp: int, dp: int, out: str, re
     print(f"compiling {spec} for [{batch}, {seq_len}] tokens, sp={sp} x dp={dp} ...", flush=True)
     art = autosp.compile(model, example_inputs=(ids, ids), sp=sp, dp=dp, remat=remat, memory_budget=memory_budget,
                          tile=int(tile) if tile and tile.isdigit() else tile, model_name=spec, keep_ir=keep_ir,
-                         precision=precision, attention=attention, targets=targets, packed=packed)
+                         precision=precision, attention=attention, targets=targets, packed=packed,
+                         reserve=reserve or 0)
     art.save(out)
     t = art.timings
     print(f"wrote {out}: {art.num_instructions} instructions; " + ", ".join(f"{stage} {s:.1f} s" for stage, s in t.items()))
@@ -56,7 +57,7 @@ def _source(out: str, override: str | None) -> str:
 
 def cmd_compile(a) -> int:
     _compile(a.model, a.seq_len, a.batch, a.sp, a.dp, a.output, a.remat, a.memory_budget, a.tile, a.keep_ir,
-             a.precision, a.attention, a.targets or (), a.packed)
+             a.precision, a.attention, a.targets or (), a.packed, a.reserve)
     return 0
 
 
@@ -205,6 +206,9 @@ def _parser() -> argparse.ArgumentParser:
                         "plan with the least recompute that fits --memory-budget)")
     c.add_argument("--memory-budget", type=_size,
                    help="per-rank bytes or e.g. 12GiB; compiling fails above it (default: no budget)")
+    c.add_argument("--reserve", type=_size,
+                   help="the part of --memory-budget the device holds beside the step, e.g. 32MiB for cuBLAS's "
+                        "workspace on Hopper: the step is planned to fit the rest")
     c.add_argument("--tile", type=_tile, default="auto", help=TILE_HELP)
     c.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32",
                    help="bf16 / fp16: the step as under torch.autocast, fp32 parameters and gradients")
