@@ -208,7 +208,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="per-rank bytes or e.g. 12GiB; compiling fails above it (default: no budget)")
     c.add_argument("--reserve", type=_size,
                    help="the part of --memory-budget the device holds beside the step, e.g. 32MiB for cuBLAS's "
-                        "workspace on Hopper: the step is planned to fit the rest")
+                        "workspace on Hopper: the step is planned to fit the rest (default: 0)")
     c.add_argument("--tile", type=_tile, default="auto", help=TILE_HELP)
     c.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32",
                    help="bf16 / fp16: the step as under torch.autocast, fp32 parameters and gradients")
