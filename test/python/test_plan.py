@@ -96,9 +96,10 @@ def test_training_peak_counts_optimizer_states():
 
 
 def test_plan_cli():
-    r = subprocess.run(["autospc", "plan", "builtin:tiny-llama", "--sp", "2", "--batch", "2", "--memory", "24MiB"],
-                       capture_output=True, text=True, env=dict(os.environ))
+    r = subprocess.run(["autospc", "plan", "builtin:tiny-llama", "--sp", "2", "--batch", "2", "--memory", "25MiB",
+                        "--reserve", "1MiB"], capture_output=True, text=True, env=dict(os.environ))
     assert r.returncode == 0, r.stderr
+    assert "within 24.0 MiB per rank (25.0 MiB less a 1.0 MiB reserve)" in r.stdout.splitlines()[0]
     assert "sharded over the 2 ranks by ZeroRedundancyOptimizer (ZeRO-1)" in r.stdout.splitlines()[0]
     rows = [line.split() for line in r.stdout.splitlines()[2:]]
     # policy, optimizer, states (value unit), seq_len, peak (value unit), limited by ...

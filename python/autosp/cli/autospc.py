@@ -78,13 +78,16 @@ def cmd_plan(a) -> int:
     from autosp.frontend.sources import load_model
     from autosp.planner import longest_sequence, optimizer_state_bytes
     from autosp.units import human, parse_bytes
-    memory = parse_bytes(a.memory)
+    memory, reserve = parse_bytes(a.memory), parse_bytes(a.reserve) if a.reserve else 0
+    if reserve >= memory:
+        raise SystemExit(f"--memory {human(memory)} leaves nothing for the step beside --reserve {human(reserve)}")
     model = load_model(a.model, empty=True)
     ranks = a.sp * a.dp
     optimizers = {"AdamW": optimizer_state_bytes(model), "ZeRO-1": optimizer_state_bytes(model, ranks)}
-    fits = longest_sequence(model, a.sp, memory, batch=a.batch, dp=a.dp, tile=a.tile, optimizers=optimizers)
+    fits = longest_sequence(model, a.sp, memory - reserve, batch=a.batch, dp=a.dp, tile=a.tile, optimizers=optimizers)
+    held = f" ({human(memory)} less a {human(reserve)} reserve)" if reserve else ""
     print(f"{a.model}: the longest sequence per policy at batch {a.batch}, sp={a.sp} x dp={a.dp}, within "
-          f"{human(memory)} per rank, training with AdamW (2 states per parameter) on every rank, or "
+          f"{human(memory - reserve)} per rank{held}, training with AdamW (2 states per parameter) on every rank, or "
           f"sharded over the {ranks} ranks by ZeroRedundancyOptimizer (ZeRO-1) (predicted, nothing run)")
     print(f"{'policy':6s} {'optimizer':9s} {'states':>10s} {'seq_len':>10s} {'peak':>12s}")
     for f in fits:
@@ -228,6 +231,8 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--dp", type=_count, default=1, help="data-parallel degree")
     pl.add_argument("--batch", type=_count, default=1, help="sequences per step (per dp replica)")
     pl.add_argument("--memory", type=_size, required=True, help="per-rank memory, e.g. 80GiB")
+    pl.add_argument("--reserve", type=_size, help="the part of --memory the device holds beside the step, as "
+                    "compile --reserve (default: 0)")
     pl.add_argument("--tile", type=_tile, default="auto", help=TILE_HELP)
     pl.set_defaults(fn=cmd_plan)
     i = command("inspect", "stages, collectives and bytes moved per step, parameters, predicted peak")
