@@ -49,9 +49,11 @@ Sections:
   2. step time (--warmup steps + median of --steps) and peak memory at the common S, each autosp
      prediction (plan.json predicted_peak_bytes) next to its measurement, and each autosp policy
      with kernels and with kernels + graphs; on CUDA the peak is
-     torch.cuda.max_memory_allocated over a step with nothing else on the GPU (parameters, inputs,
-     every activation and gradient; .grad set to None before it), as the prediction counts; on CPU
-     autosp's own live-bytes count, none for HF;
+     torch.cuda.max_memory_allocated over a step (parameters, inputs, every activation and gradient;
+     .grad set to None before it), as the prediction counts, less what the GPU held before the step
+     beside the parameters, buffers and inputs (cuBLAS's workspace, kept from earlier matmuls: the
+     device's, not the step's; the auto plans hold it out of the cap as a reserve); on CPU autosp's
+     own live-bytes count, none for HF;
   3. the longest S of a ladder that runs under the cap (torch.cuda.set_per_process_memory_fraction;
      a probe fits when one step raises no torch.OutOfMemoryError); autosp runs the artifacts --compile
      made (it stops a ladder one S past a prediction above 1.25 x cap, or at the first S that `auto`
@@ -226,6 +228,13 @@ class Device:
             torch.cuda.set_per_process_memory_fraction(min(1.0, nbytes / total) if nbytes else 1.0, index)
 
 
+def _state_bytes(module: torch.nn.Module, *inputs: torch.Tensor) -> int:
+    """Bytes of the module's parameters and buffers and of the inputs, each storage once (tied weights)."""
+    storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
+                for t in (*module.parameters(), *module.buffers(), *inputs)}
+    return sum(storages.values())
+
+
 class Config:
     """One configuration, ready to step at one S: step() = forward + backward, .grad None before."""
 
@@ -235,17 +244,21 @@ class Config:
         self.reserved = reserved
 
     def step(self, ids, labels) -> tuple[float, int | None]:
-        """(loss, peak bytes of the step: CUDA allocator high-water mark (reserved: of the memory
-        reserved, the CUDA graphs' pool), or autosp's live bytes on CPU)."""
+        """(loss, peak bytes of the step: CUDA allocator high-water mark less what was allocated before
+        it beside the module's state and the inputs (reserved: of the memory reserved, the CUDA
+        graphs' pool), or autosp's live bytes on CPU)."""
         self.module.zero_grad(set_to_none=True)
         cuda = ids.is_cuda
         if cuda:
             if self.reserved:
                 torch.cuda.empty_cache()     # the default pool's cached blocks are not the step's
             torch.cuda.reset_peak_memory_stats(ids.device)
+            beside = torch.cuda.memory_allocated(ids.device) - _state_bytes(self.module, ids, labels)
         loss = self._step(ids, labels)
         if cuda:
-            return loss, (torch.cuda.max_memory_reserved if self.reserved else torch.cuda.max_memory_allocated)(ids.device)
+            if self.reserved:
+                return loss, torch.cuda.max_memory_reserved(ids.device)
+            return loss, torch.cuda.max_memory_allocated(ids.device) - beside
         return loss, getattr(self.module, "peak_bytes", None)
 
 
