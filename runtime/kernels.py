@@ -20,18 +20,21 @@ FLASH_DTYPES = (torch.float16, torch.bfloat16)
 
 
 def cuda_flash(half: bool, head_dim: int, rows_q: int, rows_k: int, causal: bool, window: int, offset: int,
-               docs: bool, rocm: bool = False) -> tuple[bool, tuple[int, int] | None] | None:
+               docs: bool, block: bool = False, rocm: bool = False) -> tuple[bool, tuple[int, int] | None] | None:
     """FlashAttention-2's (is_causal, (left, right) window or None) for an attention on CUDA, or None:
     the memory-efficient kernel runs it. FA2 takes fp16/bf16 with a head dim a multiple of 8 up to 256;
     its causal mask and window are aligned to the last rows of q and k, so query row a (position a +
     offset from k's first) seeing keys b with 0 <= a + offset - b < window is the window (left, right)
     around row a + rows_k - rows_q when both bounds are >= 0. docs: packed documents, each with its rows
-    of k a sequence of FA2's variable-length batch (varlen_batch()), where a window needs q's rows to be
-    k's. ROCm's build takes neither windows nor documents."""
+    of k a sequence of FA2's variable-length batch (varlen_batch()): over the whole sequence causal
+    within each; in a ring block (`block`, its rows' positions given) causal on the diagonal, and
+    under a window a mask, as a block's rows need not be consecutive positions (zigzag). ROCm's build
+    takes neither windows nor documents."""
     if not half or head_dim % 8 or head_dim > 256 or rocm and (window or docs):
         return None
-    if docs and window and (offset or rows_q != rows_k or not causal):
+    if docs and block and window:
         return None
+    causal = causal or docs and not block
     if not window:
         if not causal:
             return False, None
@@ -43,10 +46,8 @@ def cuda_flash(half: bool, head_dim: int, rows_q: int, rows_k: int, causal: bool
 
 def op_flash(half: bool, head_dim: int, rows: int, causal: bool, window: int, docs: bool, ring: bool) -> bool:
     """Whether CUDA runs an attention op (rows of q and k each) with FlashAttention-2, as _flash_args
-    decides at its calls; a ring's judged by its diagonal block (its documents under a window are a
-    mask)."""
-    return not (docs and ring and window) and \
-        cuda_flash(half, head_dim, rows, rows, causal or docs and not ring, window, 0, docs) is not None
+    decides at its calls; a ring's judged by its diagonal block."""
+    return cuda_flash(half, head_dim, rows, rows, causal, window, 0, docs, block=ring) is not None
 
 
 def _cuda(x: torch.Tensor) -> bool:
@@ -56,15 +57,11 @@ def _cuda(x: torch.Tensor) -> bool:
 
 def _flash_args(q: torch.Tensor, k: torch.Tensor, causal: bool, window: int, offset: int,
                 doc_pos: torch.Tensor | None, positions: tuple | None) -> tuple[bool, tuple[int, int] | None] | None:
-    """cuda_flash() for these operands. Documents over the whole sequence are causal; a ring block's
-    (positions given) are causal on the diagonal, and with a window run as a mask: its rows are not
-    consecutive positions in zigzag order."""
-    if not _cuda(q) or q.dtype not in FLASH_DTYPES or (doc_pos is not None and positions is not None and window):
+    """cuda_flash() for these operands (positions given: a ring block's)."""
+    if not _cuda(q) or q.dtype not in FLASH_DTYPES:
         return None
-    if doc_pos is not None and positions is None:
-        causal = True
     return cuda_flash(True, q.shape[-1], q.shape[2], k.shape[2], causal, window, offset, doc_pos is not None,
-                      rocm=torch.version.hip is not None)
+                      block=positions is not None, rocm=torch.version.hip is not None)
 
 
 class Varlen(NamedTuple):
@@ -78,7 +75,7 @@ class Varlen(NamedTuple):
 
 
 def varlen_batch(doc_pos: torch.Tensor, rows_k: int, positions: tuple[torch.Tensor, torch.Tensor] | None,
-              device: torch.device) -> Varlen:
+                 device: torch.device) -> Varlen:
     """The variable-length batch of packed documents, rows of q and k flattened over the batch: each
     run of q's rows in one document (its start: position - doc_pos) is a sequence, with k's rows from
     that start up to the next run's (k's rows before a batch row's first run: a sequence without
@@ -93,10 +90,8 @@ def varlen_batch(doc_pos: torch.Tensor, rows_k: int, positions: tuple[torch.Tens
     new[:, 1:] = start[:, 1:] != start[:, :-1]
     row, first_q = new.nonzero(as_tuple=True)   # the runs, in order
     s = start[row, first_q]
-    last = torch.ones(len(row), dtype=torch.bool)
-    last[:-1] = row[1:] != row[:-1]
-    opens = torch.ones(len(row), dtype=torch.bool)
-    opens[1:] = row[1:] != row[:-1]
+    turn = row[1:] != row[:-1]   # between two runs, the batch row changes
+    last, opens = torch.cat([turn, torch.ones(1, dtype=torch.bool)]), torch.cat([torch.ones(1, dtype=torch.bool), turn])
     k_lo = torch.searchsorted(kpos, s)
     k_hi = torch.where(last, rows_k, torch.searchsorted(kpos, s.roll(-1)))
     q_len = torch.where(last, rows_q, first_q.roll(-1)) - first_q

@@ -52,9 +52,10 @@ def test_flash_only_where_it_applies():
     assert kernels.cuda_flash(True, 64, S, S, True, 8, 0, False) == (False, (7, 0))
     assert kernels.cuda_flash(False, 64, S, S, True, 0, 0, False) is None       # fp32
     assert kernels.cuda_flash(True, 64, S, S, True, 0, 0, True) == (True, None)  # documents: each a sequence
-    assert kernels.cuda_flash(True, 64, S, S, False, 0, 0, True) == (False, None)  # a ring block before q's
+    assert kernels.cuda_flash(True, 64, S, S, False, 0, 0, True) == (True, None)  # whole: causal within each
+    assert kernels.cuda_flash(True, 64, S, S, False, 0, 0, True, block=True) == (False, None)   # a block before q's
     assert kernels.cuda_flash(True, 64, S, S, True, 8, 0, True) == (False, (7, 0))
-    assert kernels.cuda_flash(True, 64, S, S, True, 8, 4, True) is None          # a window's block: a mask
+    assert kernels.cuda_flash(True, 64, S, S, True, 8, 0, True, block=True) is None   # a window's block: a mask
     assert kernels.cuda_flash(True, 64, S, S, True, 0, 0, True, rocm=True) is None
     assert kernels.cuda_flash(True, 68, S, S, True, 0, 0, False) is None        # head dim not a multiple of 8
     assert kernels.cuda_flash(True, 320, S, S, True, 0, 0, False) is None       # head dim over 256
