@@ -200,7 +200,7 @@ def options(sp: int, dp: int, remat: str, memory_budget: int | str | None, tile:
     """The sp stage's named pipeline, its options validated before anything runs; its budget is
     memory_budget less reserve."""
     from autosp.passes import OptionError, SpPipeline
-    from autosp.units import human, parse_bytes
+    from autosp.units import human, less_reserve, parse_bytes
     if remat == "auto" and memory_budget is None:
         raise CompileError("remat='auto' needs a memory_budget (bytes or a string like '12GiB')")
     try:
@@ -210,9 +210,11 @@ def options(sp: int, dp: int, remat: str, memory_budget: int | str | None, tile:
         raise CompileError(f"memory_budget / reserve: {e}") from None
     if held and budget is None:
         raise CompileError(f"reserve={human(held)} is held out of a memory_budget: give one")
-    if held and budget <= held:
-        raise CompileError(f"memory_budget {human(budget)} leaves nothing for the step beside reserve {human(held)}")
-    budget = budget - held if budget is not None else None
+    if budget is not None:
+        try:
+            budget = less_reserve(budget, held)
+        except ValueError as e:
+            raise CompileError(str(e)) from None
     try:
         return SpPipeline(sp=sp, dp=dp, attention=attention, remat=remat, budget=budget, tile=str(tile or 0),
                           length=length)

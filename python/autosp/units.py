@@ -28,3 +28,11 @@ def human(n: float) -> str:
             return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
         n /= 1024
     return str(n)
+
+
+def less_reserve(total: int, reserve: int, names: tuple[str, str] = ("memory_budget", "reserve")) -> int:
+    """The bytes of `total` left to the step beside `reserve` (what the device holds that the prediction
+    does not count); ValueError, naming both as `names`, where nothing is left."""
+    if reserve >= total:
+        raise ValueError(f"{names[0]} {human(total)} leaves nothing for the step beside {names[1]} {human(reserve)}")
+    return total - reserve

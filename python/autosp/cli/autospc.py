@@ -77,17 +77,19 @@ def cmd_inspect(a) -> int:
 def cmd_plan(a) -> int:
     from autosp.frontend.sources import load_model
     from autosp.planner import longest_sequence, optimizer_state_bytes
-    from autosp.units import human, parse_bytes
+    from autosp.units import human, less_reserve, parse_bytes
     memory, reserve = parse_bytes(a.memory), parse_bytes(a.reserve) if a.reserve else 0
-    if reserve >= memory:
-        raise SystemExit(f"--memory {human(memory)} leaves nothing for the step beside --reserve {human(reserve)}")
+    try:
+        step = less_reserve(memory, reserve, ("--memory", "--reserve"))
+    except ValueError as e:
+        raise SystemExit(str(e)) from None
     model = load_model(a.model, empty=True)
     ranks = a.sp * a.dp
     optimizers = {"AdamW": optimizer_state_bytes(model), "ZeRO-1": optimizer_state_bytes(model, ranks)}
-    fits = longest_sequence(model, a.sp, memory - reserve, batch=a.batch, dp=a.dp, tile=a.tile, optimizers=optimizers)
+    fits = longest_sequence(model, a.sp, step, batch=a.batch, dp=a.dp, tile=a.tile, optimizers=optimizers)
     held = f" ({human(memory)} less a {human(reserve)} reserve)" if reserve else ""
     print(f"{a.model}: the longest sequence per policy at batch {a.batch}, sp={a.sp} x dp={a.dp}, within "
-          f"{human(memory - reserve)} per rank{held}, training with AdamW (2 states per parameter) on every rank, or "
+          f"{human(step)} per rank{held}, training with AdamW (2 states per parameter) on every rank, or "
           f"sharded over the {ranks} ranks by ZeroRedundancyOptimizer (ZeRO-1) (predicted, nothing run)")
     print(f"{'policy':6s} {'optimizer':9s} {'states':>10s} {'seq_len':>10s} {'peak':>12s}")
     for f in fits:
