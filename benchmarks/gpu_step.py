@@ -228,13 +228,6 @@ class Device:
             torch.cuda.set_per_process_memory_fraction(min(1.0, nbytes / total) if nbytes else 1.0, index)
 
 
-def _state_bytes(module: torch.nn.Module, *inputs: torch.Tensor) -> int:
-    """Bytes of the module's parameters and buffers and of the inputs, each storage once (tied weights)."""
-    storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
-                for t in (*module.parameters(), *module.buffers(), *inputs)}
-    return sum(storages.values())
-
-
 class Config:
     """One configuration, ready to step at one S: step() = forward + backward, .grad None before."""
 
@@ -253,7 +246,9 @@ class Config:
             if self.reserved:
                 torch.cuda.empty_cache()     # the default pool's cached blocks are not the step's
             torch.cuda.reset_peak_memory_stats(ids.device)
-            beside = torch.cuda.memory_allocated(ids.device) - _state_bytes(self.module, ids, labels)
+            from autosp.runtime.memory import resident_bytes   # each storage once (tied weights)
+            state = resident_bytes([*self.module.parameters(), *self.module.buffers(), ids, labels])
+            beside = torch.cuda.memory_allocated(ids.device) - state
         loss = self._step(ids, labels)
         if cuda:
             if self.reserved:

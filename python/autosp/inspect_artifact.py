@@ -175,11 +175,9 @@ def _attention(prog: dict, plan: dict) -> list[str]:
 
 def _cuda_kernels(program: dict) -> str:
     """Which kernel CUDA runs each attention op of the forward with (runtime/kernels.py), counted."""
-    specs = {i: (a["shape"], a["dtype"]) for i, a in enumerate(program["args"])}
+    specs = _specs(program)
     chosen: dict[str, int] = defaultdict(int)
     for inst in program["instructions"]:
-        for r, sh, dt in zip(inst["out"], inst["shapes"], inst["dtypes"]):
-            specs[r] = (sh, dt)
         if inst["op"] in ("sp.attention", "sp.ring_attention"):
             (_, _, rows, d), dtype = specs[inst["args"][0]["r"]]
             docs = len(inst["args"]) == 4   # the optional document positions
@@ -191,11 +189,17 @@ def _cuda_kernels(program: dict) -> str:
     return ", ".join(f"{name} for {n} attention op{'s' * (n > 1)}" for name, n in chosen.items())
 
 
-def _result_specs(program: dict) -> list[tuple[list[int], str]]:
+def _specs(program: dict) -> dict[int, tuple[list[int], str]]:
+    """register -> (shape, dtype) of the program's arguments and of every instruction's results."""
     specs = {i: (a["shape"], a["dtype"]) for i, a in enumerate(program["args"])}
     for inst in program["instructions"]:
         for r, s, d in zip(inst["out"], inst["shapes"], inst["dtypes"]):
             specs[r] = (s, d)
+    return specs
+
+
+def _result_specs(program: dict) -> list[tuple[list[int], str]]:
+    specs = _specs(program)
     return [specs[o] for o in program["outputs"]]
 
 
