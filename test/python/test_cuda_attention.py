@@ -191,17 +191,18 @@ class _FA2Contract:
         return getattr(torch.ops.aten, name)
 
     @staticmethod
-    def _sequences(q, k, cu, max_q, max_k):
-        """(q rows, k rows) slices of each sequence, and q / k as [sequences, rows, heads, dim]."""
+    def _sequences(q, k, cu_q, cu_k, max_q, max_k) -> list[tuple]:
+        """Per sequence, the indices of its rows in q (out, dout), in k (v) and in the lse: a batch
+        entry, or a slice of the variable-length batch."""
         assert q.dtype in kernels.FLASH_DTYPES and q.stride(-1) == k.stride(-1) == 1
-        if cu is None:
+        assert (cu_q is None) == (cu_k is None)
+        if cu_q is None:
             assert (q.shape[1], k.shape[1]) == (max_q, max_k)
-            return [(slice(None), slice(None), b) for b in range(q.shape[0])]
-        cu_q, cu_k = cu
+            return [(b, b, b) for b in range(q.shape[0])]
         assert cu_q.dtype == cu_k.dtype == torch.int32 and q.dim() == 3 and len(cu_q) == len(cu_k)
         assert int(cu_q.diff().max()) <= max_q and int(cu_k.diff().max()) <= max_k
         assert int(cu_q[-1]) == q.shape[0] and int(cu_k[-1]) == k.shape[0]
-        return [(slice(int(a), int(b)), slice(int(c), int(d)), None)
+        return [(slice(int(a), int(b)), slice(int(c), int(d)), (slice(None), slice(int(a), int(b))))
                 for a, b, c, d in zip(cu_q[:-1], cu_q[1:], cu_k[:-1], cu_k[1:])]
 
     @staticmethod
@@ -225,24 +226,14 @@ class _FA2Contract:
 
     def _flash_attention_forward(self, q, k, v, cu_q, cu_k, max_q, max_k, dropout, causal, debug, *, scale,
                                  window_size_left=None, window_size_right=None):
-        assert dropout == 0.0 and not debug and (cu_q is None) == (cu_k is None)
+        assert dropout == 0.0 and not debug
         out = torch.empty_like(q)
-        if cu_q is None:
-            lse = torch.empty(q.shape[0], q.shape[2], q.shape[1], dtype=torch.float32)
-        else:
-            lse = torch.empty(q.shape[1], q.shape[0], dtype=torch.float32)
-        for qs, ks, b in self._sequences(q, k, None if cu_q is None else (cu_q, cu_k), max_q, max_k):
-            one = (lambda x, s: x[b, s]) if b is not None else (lambda x, s: x[s])
-            groups = q.shape[-2] // k.shape[-2]
-            p, l = self._probs(one(q, qs), one(k, ks), None, causal, window_size_left, window_size_right, scale)
-            l = l.nan_to_num(posinf=float("inf"), neginf=float("inf"))   # no key: out 0 and lse +inf
-            o = torch.einsum("hqk,khd->qhd", p, one(v, ks).float().repeat_interleave(groups, 1))
-            if b is not None:
-                out[b] = o.to(q.dtype)
-                lse[b] = l
-            else:
-                out[qs] = o.to(q.dtype)
-                lse[:, qs] = l
+        lse = torch.empty(*((q.shape[0], q.shape[2], q.shape[1]) if cu_q is None else (q.shape[1], q.shape[0])))
+        groups = q.shape[-2] // k.shape[-2]
+        for iq, ik, il in self._sequences(q, k, cu_q, cu_k, max_q, max_k):
+            p, l = self._probs(q[iq], k[ik], None, causal, window_size_left, window_size_right, scale)
+            lse[il] = l.nan_to_num(posinf=float("inf"), neginf=float("inf"))   # no key: out 0 and lse +inf
+            out[iq] = torch.einsum("hqk,khd->qhd", p, v[ik].float().repeat_interleave(groups, 1)).to(q.dtype)
         return out, lse, None, None, None
 
     def _flash_attention_backward(self, dout, q, k, v, out, lse, cu_q, cu_k, max_q, max_k, dropout, causal,
@@ -251,24 +242,18 @@ class _FA2Contract:
         assert lse.shape == ((q.shape[0], q.shape[2], q.shape[1]) if cu_q is None else (q.shape[1], q.shape[0]))
         dq, dk, dv = (torch.empty_like(x) for x in (q, k, v))
         groups = q.shape[-2] // k.shape[-2]
-        for qs, ks, b in self._sequences(q, k, None if cu_q is None else (cu_q, cu_k), max_q, max_k):
-            one = (lambda x, s: x[b, s]) if b is not None else (lambda x, s: x[s])
-            stats = lse[b] if b is not None else lse[:, qs]
-            p, _ = self._probs(one(q, qs), one(k, ks), stats, causal, window_size_left, window_size_right, scale)
-            do, o = one(dout, qs).float(), one(out, qs).float()
-            kf, vf = (one(x, ks).float().repeat_interleave(groups, 1) for x in (k, v))
-            dp = torch.einsum("qhd,khd->hqk", do, vf)
-            ds = p * (dp - (do * o).sum(-1).transpose(0, 1)[..., None])
+        for iq, ik, il in self._sequences(q, k, cu_q, cu_k, max_q, max_k):
+            p, _ = self._probs(q[iq], k[ik], lse[il], causal, window_size_left, window_size_right, scale)
+            do, o = dout[iq].float(), out[iq].float()
+            kf, vf = (x[ik].float().repeat_interleave(groups, 1) for x in (k, v))
+            ds = p * (torch.einsum("qhd,khd->hqk", do, vf) - (do * o).sum(-1).transpose(0, 1)[..., None])
             parts = (torch.einsum("hqk,khd->qhd", ds, kf) * scale,
-                     torch.einsum("hqk,qhd->khd", ds, one(q, qs).float()) * scale,
+                     torch.einsum("hqk,qhd->khd", ds, q[iq].float()) * scale,
                      torch.einsum("hqk,qhd->khd", p, do))
-            for whole, part, s in zip((dq, dk, dv), parts, (qs, ks, ks)):
+            for whole, part, i in zip((dq, dk, dv), parts, (iq, ik, ik)):
                 if part.shape[1] != whole.shape[-2]:   # query heads summed to their K/V head
                     part = part.view(part.shape[0], whole.shape[-2], groups, part.shape[-1]).sum(2)
-                if b is not None:
-                    whole[b, s] = part.to(whole.dtype)
-                else:
-                    whole[s] = part.to(whole.dtype)
+                whole[i] = part.to(whole.dtype)
         return dq, dk, dv
 
 
